@@ -1,0 +1,42 @@
+# Two commands set everything up on a fresh machine:
+#   make test   - create the virtual environment, install, run the test suite
+#   make train  - run the main job offline on the embedded default data set
+#
+# torch is installed first from a pinned, overridable spec so that set-up never
+# pulls a multi-GB CUDA build by surprise: `make test TORCH_SPEC=torch==2.14.1`.
+
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+RUN_DIR ?= runs/default
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install test test-slow train lint bench clean
+
+$(STAMP): pyproject.toml requirements/constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -e ".[dev]"
+	touch $@
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow
+
+train: $(STAMP)
+	$(BIN)/graphattn train --out $(RUN_DIR)
+
+lint: $(STAMP)
+	$(BIN)/ruff check graphattn tests benchmarks examples
+
+bench: $(STAMP)
+	$(BIN)/graphattn bench --out bench_out
+
+clean:
+	rm -rf $(VENV) runs bench_out .pytest_cache

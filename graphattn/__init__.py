@@ -1,0 +1,6 @@
+"""graphattn: graph neural networks built on edge-restricted multi-head self-attention."""
+
+from graphattn.errors import GraphInputError
+
+__version__ = "0.1.0"
+__all__ = ["GraphInputError", "__version__"]

@@ -1,0 +1,200 @@
+"""Locate a data set's files: a local folder first, then the cache, then a download.
+
+Resolution order for a file of a named data set:
+
+1. ``data_dir`` passed by the caller (the CLI's ``--data-dir``), as
+   ``data_dir/<name>/<file>`` or ``data_dir/<file>``;
+2. the ``GRAPHATTN_DATA`` environment variable, same layout;
+3. the cache (``GRAPHATTN_CACHE`` or ``./datasets/cache``), as ``cache/<name>/<file>``;
+4. a download from the canonical URL of the data set's card into the cache.
+
+Every file found or downloaded is checked against the sha256 in the card. Without
+network access step 4 fails with a :class:`DatasetUnavailableError` that says which
+file to put where.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import tempfile
+import urllib.request
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "DatasetCard",
+    "DatasetChecksumError",
+    "DatasetUnavailableError",
+    "CARDS",
+    "resolve_file",
+    "sha256sum",
+]
+
+
+class DatasetUnavailableError(FileNotFoundError):
+    """A data set file is neither on disk nor downloadable."""
+
+
+class DatasetChecksumError(ValueError):
+    """A data set file does not match the checksum in its card."""
+
+
+@dataclass(frozen=True)
+class DatasetCard:
+    """Where a named data set comes from and what its files must hash to.
+
+    Attributes:
+        name: registry name (``esol``, ``freesolv``, ``facebook-pages``).
+        url: canonical download URL.
+        files: file name -> sha256 of that file.
+        archive_member: for a zip download, file name -> path inside the archive.
+        card: path of the human-readable card in the repository's ``datasets/``.
+    """
+
+    name: str
+    url: str
+    files: dict[str, str]
+    archive_member: dict[str, str] = field(default_factory=dict)
+    card: str = ""
+
+
+CARDS: dict[str, DatasetCard] = {
+    "esol": DatasetCard(
+        name="esol",
+        url="https://deepchemdata.s3-us-west-1.amazonaws.com/datasets/delaney-processed.csv",
+        files={
+            "delaney-processed.csv": (
+                "e91dc7027cbaeec3872a45b2522c46676e483c123b1c97172839d858a2f26d9c"
+            )
+        },
+        card="datasets/esol.md",
+    ),
+    "freesolv": DatasetCard(
+        name="freesolv",
+        url="https://deepchemdata.s3-us-west-1.amazonaws.com/datasets/SAMPL.csv",
+        files={"SAMPL.csv": "a82c5da54d7615f02d77d327a602e152fb3ed604fc093c49fb806bff2fd2149d"},
+        card="datasets/freesolv.md",
+    ),
+    "facebook-pages": DatasetCard(
+        name="facebook-pages",
+        url="https://snap.stanford.edu/data/facebook_large.zip",
+        files={
+            "musae_facebook_edges.csv": (
+                "92f2847030ac11ef9e804d6f287921d20a6bb8230008379cc66a06ce7354b725"
+            ),
+            "musae_facebook_target.csv": (
+                "7bd96eafea3c2ca40f44bfa9e73642194696c21e38c7b29ed409c32ad14075cd"
+            ),
+        },
+        archive_member={
+            "musae_facebook_edges.csv": "facebook_large/musae_facebook_edges.csv",
+            "musae_facebook_target.csv": "facebook_large/musae_facebook_target.csv",
+        },
+        card="datasets/facebook-pages.md",
+    ),
+}
+
+
+def sha256sum(path: str | Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def cache_dir() -> Path:
+    """The download cache: ``$GRAPHATTN_CACHE`` or ``./datasets/cache``."""
+    return Path(os.environ.get("GRAPHATTN_CACHE", Path.cwd() / "datasets" / "cache"))
+
+
+def _candidates(name: str, filename: str, data_dir: str | Path | None) -> list[Path]:
+    roots = [Path(d) for d in (data_dir, os.environ.get("GRAPHATTN_DATA")) if d]
+    paths = [p for root in roots for p in (root / name / filename, root / filename)]
+    paths.append(cache_dir() / name / filename)
+    return paths
+
+
+def _verify(path: Path, expected: str) -> Path:
+    actual = sha256sum(path)
+    if actual != expected:
+        raise DatasetChecksumError(
+            f"{path}: sha256 {actual} does not match the expected {expected}; "
+            "the file is corrupt or a different version. Replace it with the original."
+        )
+    return path
+
+
+def _download(card: DatasetCard, target_dir: Path, timeout: float) -> None:
+    with urllib.request.urlopen(card.url, timeout=timeout) as response:  # noqa: S310
+        payload = response.read()
+    target_dir.mkdir(parents=True, exist_ok=True)
+    if card.archive_member:
+        with zipfile.ZipFile(io.BytesIO(payload)) as archive:
+            for filename, member in card.archive_member.items():
+                _atomic_write(target_dir / filename, archive.read(member))
+    else:
+        (filename,) = card.files
+        _atomic_write(target_dir / filename, payload)
+
+
+def _atomic_write(path: Path, payload: bytes) -> None:
+    with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
+        tmp.write(payload)
+    shutil.move(tmp.name, path)
+
+
+def resolve_file(
+    name: str,
+    filename: str,
+    data_dir: str | Path | None = None,
+    download: bool = True,
+    timeout: float = 30.0,
+) -> Path:
+    """Return the verified local path of ``filename`` from the named data set.
+
+    Args:
+        name: a key of :data:`CARDS`.
+        filename: one of the card's files.
+        data_dir: a folder holding ``<name>/<filename>`` or ``<filename>``.
+        download: try the card's URL when no local copy exists.
+        timeout: seconds before a download attempt gives up.
+
+    Raises:
+        KeyError: unknown data set or file name.
+        DatasetChecksumError: a local or downloaded file has the wrong sha256.
+        DatasetUnavailableError: no local copy and the download failed.
+    """
+    if name not in CARDS:
+        raise KeyError(f"unknown data set {name!r}; known: {sorted(CARDS)}")
+    card = CARDS[name]
+    if filename not in card.files:
+        raise KeyError(f"data set {name!r} has no file {filename!r}; files: {sorted(card.files)}")
+    expected = card.files[filename]
+    candidates = _candidates(name, filename, data_dir)
+    for path in candidates:
+        if path.is_file():
+            return _verify(path, expected)
+
+    cached = cache_dir() / name / filename
+    if download:
+        try:
+            _download(card, cached.parent, timeout)
+        except OSError as err:
+            reason = f"download from {card.url} failed ({err})"
+        else:
+            return _verify(cached, expected)
+    else:
+        reason = "downloads are disabled"
+    looked = "\n  ".join(str(p) for p in candidates)
+    raise DatasetUnavailableError(
+        f"data set {name!r}: file {filename!r} not found and {reason}.\n"
+        f"Looked in:\n  {looked}\n"
+        f"Put {filename} (from {card.url}, sha256 {expected}) in one of these folders, "
+        f"or pass --data-dir DIR / set GRAPHATTN_DATA=DIR with DIR/{name}/{filename}."
+    )

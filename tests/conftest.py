@@ -1,0 +1,35 @@
+"""Shared fixtures: the real data sets in ../shared/datasets (or $GRAPHATTN_DATA)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_data_dir() -> Path | None:
+    """The folder of real data sets, or None when it is absent."""
+    for candidate in (os.environ.get("GRAPHATTN_DATA"), REPO.parent / "shared" / "datasets"):
+        if candidate and Path(candidate).is_dir():
+            return Path(candidate)
+    return None
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """Real data sets; skip outside CI when absent, fail under CI=true."""
+    path = shared_data_dir()
+    if path is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("CI=true but ../shared/datasets (or $GRAPHATTN_DATA) is missing")
+        pytest.skip("real data sets not found: set GRAPHATTN_DATA or put ../shared/datasets")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)
