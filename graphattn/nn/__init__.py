@@ -1,0 +1,6 @@
+"""Layers built on edge-restricted self-attention."""
+
+from graphattn.nn.attention import DenseMemoryError, GraphSelfAttention
+from graphattn.nn.transformer import GraphTransformerLayer
+
+__all__ = ["DenseMemoryError", "GraphSelfAttention", "GraphTransformerLayer"]

@@ -1,0 +1,355 @@
+r"""Edge-restricted multi-head self-attention.
+
+.. math::
+    q_i = W_q x_i,\quad k_j = W_k x_j,\quad v_j = W_v x_j \qquad (\text{split into } H
+    \text{ heads of width } d = C_{out}/H)
+
+.. math::
+    \alpha^h_{ij} = \operatorname{softmax}_{j \in \mathcal{N}(i)}
+        \frac{q^h_i \cdot (k^h_j + e^h_{ij})}{\sqrt{d}}, \qquad
+    x'_i = W_O \big\Vert_{h=1}^{H} \sum_{j \in \mathcal{N}(i)} \alpha^h_{ij}
+        (v^h_j + e^h_{ij})
+
+where :math:`\mathcal{N}(i)` are the sources of node i's incoming edges (plus i itself
+with ``add_self_loops``), and :math:`e_{ij} = W_e\, \text{edge\_attr}_{ij}` is present
+when ``edge_dim`` is set. Unconnected pairs get exactly zero weight.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from graphattn.errors import GraphInputError
+from graphattn.ops.attention import SCORES, dense_attention, reference_edge_attention
+from graphattn.ops.dense import DenseLayout, dense_layout, dense_memory_bytes
+from graphattn.ops.graph import EdgeSet, prepare_edges, validate_node_features
+from graphattn.ops.segment import NORMALIZERS
+
+__all__ = ["DenseMemoryError", "GraphSelfAttention"]
+
+MODES = ("sparse", "dense", "auto")
+KERNELS = ("auto", "fused", "reference")
+DEFAULT_DENSE_BUDGET = 2 * 1024**3
+
+
+class DenseMemoryError(GraphInputError, MemoryError):
+    """Dense attention would need more memory than its budget allows."""
+
+
+class GraphSelfAttention(nn.Module):
+    r"""Multi-head self-attention restricted to a graph's edges (sparse or dense).
+
+    Args:
+        in_channels: width F of the input node features.
+        out_channels: output width C; must be divisible by ``heads`` (head width C/H).
+        heads: number of attention heads H.
+        mode: ``"sparse"`` (edge list; memory O(E)), ``"dense"`` (padded N×N scores
+            with an adjacency mask; memory O(Σ N_b²)) or ``"auto"`` (a cost model picks
+            per call, see :func:`graphattn.nn.attention.GraphSelfAttention.resolve_mode`).
+            Changeable at any time; the weights are shared by all modes.
+        score: ``"dot"`` (scaled dot product) or ``"additive"`` (:math:`a_h \cdot
+            \tanh(q_i + k_j)` with a learned :math:`a_h`, as in GAT).
+        add_self_loops: let each node attend to itself (an existing loop is not doubled).
+        dropout: dropout on the attention weights during training.
+        edge_dim: width of edge features; they are projected to C, split per head, and
+            added to the keys and the values of their edge.
+        bias: learn additive biases in the projections.
+        kernel: sparse kernel: ``"auto"`` (the fused kernel where it applies, else the
+            reference), ``"fused"`` or ``"reference"`` (gather / segment softmax / scatter).
+        normalize: ``"softmax"``, ``"relu"`` or ``"sigmoid"`` (see
+            :func:`graphattn.ops.segment.segment_normalize`).
+        max_dense_bytes: dense mode raises :class:`DenseMemoryError` instead of
+            allocating more than this (estimated before allocation).
+
+    Shapes:
+        - input: x ``[N, F]``, edge_index ``[2, E]`` (row 0 sources j, row 1 targets i),
+          edge_attr ``[E, edge_dim]``, batch ``[N]`` (graph of each node, sorted)
+        - output: ``[N, C]``, or ``(out, (edge_index_used [2, E'], alpha [E', H]))``
+          with ``return_attention=True``
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        heads: int = 4,
+        mode: str = "sparse",
+        score: str = "dot",
+        add_self_loops: bool = True,
+        dropout: float = 0.0,
+        edge_dim: int | None = None,
+        bias: bool = True,
+        kernel: str = "auto",
+        normalize: str = "softmax",
+        max_dense_bytes: int = DEFAULT_DENSE_BUDGET,
+    ) -> None:
+        super().__init__()
+        if heads < 1 or out_channels % heads != 0:
+            raise GraphInputError(
+                f"out_channels ({out_channels}) must be a positive multiple of heads ({heads})"
+            )
+        _check_choice("score", score, SCORES)
+        _check_choice("kernel", kernel, KERNELS)
+        _check_choice("normalize", normalize, NORMALIZERS)
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.heads = heads
+        self.head_dim = out_channels // heads
+        self.mode = mode
+        self.score = score
+        self.add_self_loops = add_self_loops
+        self.dropout = dropout
+        self.edge_dim = edge_dim
+        self.kernel = kernel
+        self.normalize = normalize
+        self.max_dense_bytes = max_dense_bytes
+
+        self.lin_query = nn.Linear(in_channels, out_channels, bias=bias)
+        self.lin_key = nn.Linear(in_channels, out_channels, bias=bias)
+        self.lin_value = nn.Linear(in_channels, out_channels, bias=bias)
+        self.lin_edge = nn.Linear(edge_dim, out_channels, bias=bias) if edge_dim else None
+        self.lin_out = nn.Linear(out_channels, out_channels, bias=bias)
+        self.score_vector = (
+            nn.Parameter(torch.empty(heads, self.head_dim)) if score == "additive" else None
+        )
+        self.reset_parameters()
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    @mode.setter
+    def mode(self, value: str) -> None:
+        _check_choice("mode", value, MODES)
+        self._mode = value
+
+    def reset_parameters(self) -> None:
+        for lin in (self.lin_query, self.lin_key, self.lin_value, self.lin_edge, self.lin_out):
+            if lin is not None:
+                lin.reset_parameters()
+        if self.score_vector is not None:
+            nn.init.normal_(self.score_vector, std=1.0 / math.sqrt(self.head_dim))
+
+    # ------------------------------------------------------------------ inputs
+    def allowed_edges(self, edge_index: Tensor, num_nodes: int, batch: Tensor | None) -> EdgeSet:
+        """The prepared set of (source -> target) pairs this layer attends over."""
+        return prepare_edges(edge_index, num_nodes, add_self_loops=self.add_self_loops)
+
+    def _edge_terms(self, edges: EdgeSet, edge_attr: Tensor | None) -> Tensor | None:
+        """``[E', H, D]`` projected edge features on the prepared edges (or None)."""
+        if self.lin_edge is None:
+            return None
+        if edge_attr is None:
+            raise GraphInputError(f"this layer has edge_dim={self.edge_dim}: pass edge_attr")
+        if edge_attr.dim() == 1:
+            edge_attr = edge_attr.unsqueeze(-1)
+        if edge_attr.size(-1) != self.edge_dim:
+            raise GraphInputError(
+                f"edge_attr must have shape [E, {self.edge_dim}], got {list(edge_attr.shape)}"
+            )
+        merged = edges.merge_edge_features(edge_attr.to(self.lin_edge.weight.dtype))
+        return self.lin_edge(merged).view(-1, self.heads, self.head_dim)
+
+    def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        shape = (x.size(0), self.heads, self.head_dim)
+        return (
+            self.lin_query(x).view(shape),
+            self.lin_key(x).view(shape),
+            self.lin_value(x).view(shape),
+        )
+
+    # ------------------------------------------------------------------ modes
+    def dense_bytes(self, layout: DenseLayout, dtype: torch.dtype = torch.float32) -> int:
+        """Estimated bytes of dense mode's ``L x L`` tensors for this layout."""
+        return dense_memory_bytes(
+            layout.num_graphs,
+            layout.max_nodes,
+            self.heads,
+            self.head_dim,
+            element_size=torch.finfo(dtype).bits // 8,
+            edge_features=self.lin_edge is not None,
+            additive=self.score == "additive",
+        )
+
+    def resolve_mode(self, edges: EdgeSet, layout: DenseLayout, device: torch.device) -> str:
+        """Pick ``"sparse"`` or ``"dense"`` for ``mode="auto"``.
+
+        Rule (see :mod:`graphattn.ops.cost`): dense only if its estimated memory fits
+        ``max_dense_bytes`` and the fraction of allowed pairs among the padded
+        ``B·L²`` pairs is at least the device's crossover density.
+        """
+        from graphattn.ops.cost import choose_mode
+
+        return choose_mode(
+            num_edges=edges.num_edges,
+            num_graphs=layout.num_graphs,
+            max_nodes=layout.max_nodes,
+            dense_bytes=self.dense_bytes(layout),
+            max_dense_bytes=self.max_dense_bytes,
+            device=device,
+        )
+
+    def _check_dense_budget(self, layout: DenseLayout, dtype: torch.dtype) -> None:
+        needed = self.dense_bytes(layout, dtype)
+        if needed > self.max_dense_bytes:
+            raise DenseMemoryError(
+                f"dense attention needs about {needed:,} bytes for {layout.num_graphs} "
+                f"graph(s) of up to N={layout.max_nodes} nodes with {self.heads} heads "
+                f"(budget max_dense_bytes={self.max_dense_bytes:,}); use mode='sparse'"
+            )
+
+    # ------------------------------------------------------------------ forward
+    def forward(
+        self,
+        x: Tensor,
+        edge_index: Tensor,
+        edge_attr: Tensor | None = None,
+        batch: Tensor | None = None,
+        return_attention: bool = False,
+        mode: str | None = None,
+    ) -> Tensor | tuple[Tensor, tuple[Tensor, Tensor]]:
+        """Attend over the allowed edges.
+
+        Args:
+            x: ``[N, in_channels]`` node features.
+            edge_index: ``[2, E]`` long; sources in row 0, targets in row 1.
+            edge_attr: ``[E, edge_dim]`` edge features (needed iff ``edge_dim`` is set).
+            batch: ``[N]`` graph index of each node (needed by dense mode for batches).
+            return_attention: also return the used edges and their weights.
+            mode: override ``self.mode`` for this call.
+
+        Returns:
+            ``[N, out_channels]``, or ``(out, (edge_index_used, alpha [E', H]))``.
+        """
+        validate_node_features(x, self.in_channels)
+        edges = self.allowed_edges(edge_index, x.size(0), batch)
+        edge_terms = self._edge_terms(edges, edge_attr)
+        q, k, v = self._project(x)
+        mode = self.mode if mode is None else mode
+        _check_choice("mode", mode, MODES)
+        layout = None
+        if mode != "sparse":
+            layout = dense_layout(x.size(0), batch, x.device)
+            if mode == "auto":
+                mode = self.resolve_mode(edges, layout, x.device)
+        if mode == "dense":
+            out, alpha = self._dense(q, k, v, edges, edge_terms, layout, return_attention)
+        else:
+            out, alpha = self._sparse(q, k, v, edges, edge_terms, return_attention)
+        out = self.lin_out(out.reshape(-1, self.out_channels))
+        if return_attention:
+            return out, (edges.edge_index, alpha)
+        return out
+
+    def attention_matrix(
+        self,
+        x: Tensor,
+        edge_index: Tensor,
+        batch: Tensor | None = None,
+        edge_attr: Tensor | None = None,
+        mode: str | None = None,
+    ) -> Tensor:
+        """Attention weights as a dense ``[num_graphs, H, N_max, N_max]`` tensor.
+
+        Entry ``[b, h, i, j]`` is the weight target i of graph b gives source j in head
+        h; exactly 0 where j -> i is not an allowed edge.
+        """
+        _, (used, alpha) = self.forward(
+            x, edge_index, edge_attr, batch, return_attention=True, mode=mode
+        )
+        layout = dense_layout(x.size(0), batch, x.device)
+        edges = self.allowed_edges(edge_index, x.size(0), batch)
+        return layout.edges_to_dense(alpha, edges).permute(0, 3, 1, 2)
+
+    # ------------------------------------------------------------------ kernels
+    def _fused_applies(self) -> bool:
+        if self.kernel == "reference":
+            return False
+        try:  # TEMPORARY until graphattn.ops.fused lands
+            import graphattn.ops.fused  # noqa: F401
+        except ImportError:
+            return False
+        plain = self.score == "dot" and self.normalize == "softmax"
+        no_dropout = self.dropout == 0.0 or not self.training
+        if self.kernel == "fused" and not (plain and no_dropout):
+            raise GraphInputError(
+                "kernel='fused' supports score='dot', normalize='softmax' and no attention "
+                "dropout in training; use kernel='auto' to fall back to the reference kernel"
+            )
+        return plain and no_dropout
+
+    def _sparse(
+        self, q: Tensor, k: Tensor, v: Tensor, edges: EdgeSet, edge_terms: Tensor | None,
+        need_weights: bool,
+    ) -> tuple[Tensor, Tensor | None]:
+        extra = self._score_bias(edges)
+        if extra is None and self._fused_applies():
+            from graphattn.ops.fused import edge_attention_weights, fused_edge_attention
+
+            out, lse = fused_edge_attention(q, k, v, edges, None, edge_terms, edge_terms)
+            alpha = (
+                edge_attention_weights(q, k, edges, lse, None, edge_terms)
+                if need_weights else None
+            )
+            return out, alpha
+        return reference_edge_attention(
+            q, k, v, edges,
+            edge_key=edge_terms,
+            edge_value=edge_terms,
+            score=self.score,
+            score_vector=self.score_vector,
+            score_bias=extra,
+            normalize=self.normalize,
+            dropout=self.dropout,
+            training=self.training,
+        )
+
+    def _dense(
+        self, q: Tensor, k: Tensor, v: Tensor, edges: EdgeSet, edge_terms: Tensor | None,
+        layout: DenseLayout, need_weights: bool,
+    ) -> tuple[Tensor, Tensor | None]:
+        self._check_dense_budget(layout, q.dtype)
+        mask = layout.edge_mask(edges)
+        heads_first = (0, 2, 1, 3)  # [B, L, H, D] -> [B, H, L, D]
+        qd, kd, vd = (layout.to_dense(t).permute(heads_first) for t in (q, k, v))
+        dense_terms = None
+        if edge_terms is not None:
+            dense_terms = layout.edges_to_dense(edge_terms, edges).permute(0, 3, 1, 2, 4)
+        bias = self._score_bias(edges)
+        if bias is not None:
+            bias = layout.edges_to_dense(bias, edges).permute(0, 3, 1, 2)
+        out, weights = dense_attention(
+            qd, kd, vd, mask,
+            edge_key=dense_terms,
+            edge_value=dense_terms,
+            score=self.score,
+            score_vector=self.score_vector,
+            score_bias=bias,
+            normalize=self.normalize,
+            dropout=self.dropout,
+            training=self.training,
+            need_weights=need_weights,
+        )
+        out = layout.to_nodes(out.permute(heads_first))
+        if weights is None:
+            return out, None
+        b, i, j = layout.edge_coordinates(edges)
+        return out, weights[b, :, i, j]
+
+    def _score_bias(self, edges: EdgeSet) -> Tensor | None:
+        """``[E', H]`` additive score bias per edge; none for the plain layer."""
+        return None
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.in_channels}, {self.out_channels}, heads={self.heads}, mode={self.mode!r}, "
+            f"score={self.score!r}, normalize={self.normalize!r}, edge_dim={self.edge_dim}"
+        )
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise GraphInputError(f"{name} must be one of {choices}, got {value!r}")

@@ -1,0 +1,121 @@
+"""Moving between the node/edge lists of a batch and padded dense ``[B, L, ...]`` tensors.
+
+A batch holds B graphs; graph b has L_b nodes and L = max_b L_b. Node n of the batch
+sits at row ``position[n]`` of graph ``batch[n]``. Edges never cross graphs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from torch_geometric.utils import to_dense_batch
+
+from graphattn.errors import GraphInputError
+from graphattn.ops.graph import EdgeSet
+
+__all__ = ["DenseLayout", "dense_layout", "dense_memory_bytes"]
+
+
+@dataclass
+class DenseLayout:
+    """Where each node of a batch sits in the padded dense tensors.
+
+    Attributes:
+        batch: ``[N]`` graph of each node (sorted, as in PyG batches).
+        position: ``[N]`` row of each node inside its graph.
+        num_graphs: B.
+        max_nodes: L.
+        node_mask: ``[B, L]`` True where a real node sits.
+    """
+
+    batch: Tensor
+    position: Tensor
+    num_graphs: int
+    max_nodes: int
+    node_mask: Tensor
+
+    def to_dense(self, x: Tensor) -> Tensor:
+        """``[N, *] -> [B, L, *]`` (zeros at padding)."""
+        dense, _ = to_dense_batch(
+            x, self.batch, max_num_nodes=self.max_nodes, batch_size=self.num_graphs
+        )
+        return dense
+
+    def to_nodes(self, dense: Tensor) -> Tensor:
+        """``[B, L, *] -> [N, *]``."""
+        return dense[self.batch, self.position]
+
+    def edge_mask(self, edges: EdgeSet) -> Tensor:
+        """``[B, L, L]`` bool; ``[b, i, j]`` is True when edge j -> i is allowed."""
+        mask = torch.zeros(
+            self.num_graphs, self.max_nodes, self.max_nodes, dtype=torch.bool,
+            device=self.batch.device,
+        )
+        b, i, j = self.edge_coordinates(edges)
+        mask[b, i, j] = True
+        return mask
+
+    def edges_to_dense(self, values: Tensor, edges: EdgeSet) -> Tensor:
+        """Per-edge ``[E, *]`` values -> ``[B, L, L, *]``, zero where there is no edge."""
+        dense = values.new_zeros(
+            (self.num_graphs, self.max_nodes, self.max_nodes, *values.shape[1:])
+        )
+        b, i, j = self.edge_coordinates(edges)
+        return dense.index_put((b, i, j), values)
+
+    def edge_coordinates(self, edges: EdgeSet) -> tuple[Tensor, Tensor, Tensor]:
+        """``(graph, target row, source row)`` of every edge; errors on cross-graph edges."""
+        src, dst = edges.edge_index
+        graph = self.batch[dst]
+        crossing = graph != self.batch[src]
+        if bool(crossing.any()):
+            e = int(crossing.nonzero()[0])
+            raise GraphInputError(
+                f"the edge source {int(src[e])} -> target {int(dst[e])} connects graphs "
+                f"{int(self.batch[src[e]])} and {int(graph[e])} of the batch; dense mode "
+                "needs every edge inside one graph"
+            )
+        return graph, self.position[dst], self.position[src]
+
+
+def dense_layout(num_nodes: int, batch: Tensor | None, device: torch.device) -> DenseLayout:
+    """Build the :class:`DenseLayout` of a batch (``batch=None``: one graph)."""
+    if batch is None:
+        batch = torch.zeros(num_nodes, dtype=torch.long, device=device)
+    if batch.dim() != 1 or batch.numel() != num_nodes:
+        raise GraphInputError(
+            f"batch must have shape [N={num_nodes}], got {list(batch.shape)}"
+        )
+    if num_nodes and bool((batch.diff() < 0).any()):
+        raise GraphInputError("batch must be sorted (nodes of each graph contiguous), as in PyG")
+    num_graphs = int(batch.max()) + 1 if num_nodes else 0
+    counts = torch.bincount(batch, minlength=num_graphs)
+    start = torch.cat([counts.new_zeros(1), counts.cumsum(0)[:-1]])
+    position = torch.arange(num_nodes, device=device) - start[batch]
+    max_nodes = int(counts.max()) if num_nodes else 0
+    node_mask = torch.arange(max_nodes, device=device) < counts.unsqueeze(1)
+    return DenseLayout(batch, position, num_graphs, max_nodes, node_mask)
+
+
+def dense_memory_bytes(
+    num_graphs: int,
+    max_nodes: int,
+    heads: int,
+    head_dim: int,
+    element_size: int = 4,
+    edge_features: bool = False,
+    additive: bool = False,
+) -> int:
+    """Estimate the bytes dense attention allocates for its ``L x L`` tensors.
+
+    Counts the mask, scores, weights and their gradient (3 float ``[B, H, L, L]``
+    tensors), plus ``[B, H, L, L, D]`` tensors for edge features (key and value terms)
+    and for the additive score's ``tanh(q_i + k_j)``.
+    """
+    pairs = num_graphs * max_nodes * max_nodes
+    total = pairs + 3 * pairs * heads * element_size
+    per_pair_vectors = 2 * int(edge_features) + 2 * int(additive)
+    total += per_pair_vectors * pairs * heads * head_dim * element_size
+    return total

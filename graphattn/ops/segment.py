@@ -1,0 +1,76 @@
+"""Segment (per-target-node) reductions over an edge list.
+
+Every edge e = (j -> i) belongs to the segment of its target i. These functions
+normalise per-edge scores within each segment, so that a node's weights depend only
+on its own incoming edges.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+__all__ = ["NORMALIZERS", "segment_max", "segment_normalize", "segment_softmax", "segment_sum"]
+
+NORMALIZERS = ("softmax", "relu", "sigmoid")
+
+
+def segment_sum(values: Tensor, index: Tensor, num_segments: int) -> Tensor:
+    """Sum ``values[e]`` into row ``index[e]``: ``[E, *] -> [num_segments, *]``."""
+    out = values.new_zeros((num_segments, *values.shape[1:]))
+    return out.index_add(0, index, values)
+
+
+def segment_max(values: Tensor, index: Tensor, num_segments: int) -> Tensor:
+    """Per-segment maximum ``[num_segments, *]``; empty segments get ``-inf``."""
+    shape = (num_segments, *values.shape[1:])
+    out = values.new_full(shape, -math.inf)
+    expanded = index.view(-1, *([1] * (values.dim() - 1))).expand_as(values)
+    return out.scatter_reduce(0, expanded, values, reduce="amax", include_self=True)
+
+
+def segment_softmax(scores: Tensor, index: Tensor, num_segments: int) -> Tensor:
+    r"""Numerically stable softmax of ``scores`` within each segment.
+
+    .. math::
+        \alpha_e = \frac{\exp(s_e - m_i)}{\sum_{e' \to i} \exp(s_{e'} - m_i)},
+        \qquad m_i = \max_{e' \to i} s_{e'}
+
+    Args:
+        scores: ``[E, H]`` per-edge, per-head scores.
+        index: ``[E]`` target node of each edge.
+        num_segments: N.
+
+    Returns:
+        ``[E, H]`` weights that sum to 1 over each non-empty segment.
+    """
+    shifted = scores - segment_max(scores, index, num_segments).detach()[index]
+    exp = shifted.exp()
+    return exp / segment_sum(exp, index, num_segments)[index]
+
+
+def segment_normalize(
+    scores: Tensor, index: Tensor, num_segments: int, normalize: str = "softmax"
+) -> Tensor:
+    r"""Turn per-edge scores into attention weights within each target's segment.
+
+    - ``"softmax"``: :func:`segment_softmax`; weights sum to 1.
+    - ``"relu"``: :math:`\alpha_e = \mathrm{relu}(s_e) / d_i`, with :math:`d_i` the
+      number of incoming edges of target i; weights are non-negative, need not sum to 1.
+    - ``"sigmoid"``: :math:`\alpha_e = \sigma(s_e - \log d_i)`, the sigmoid attention
+      with a length-dependent bias so weights start near :math:`1/d_i`.
+
+    Only edges carry weights: a pair without an edge has no entry, so its weight is 0
+    under every normaliser.
+    """
+    if normalize == "softmax":
+        return segment_softmax(scores, index, num_segments)
+    degree = torch.bincount(index, minlength=num_segments).clamp(min=1).to(scores.dtype)
+    degree = degree[index].unsqueeze(-1)
+    if normalize == "relu":
+        return torch.relu(scores) / degree
+    if normalize == "sigmoid":
+        return torch.sigmoid(scores - degree.log())
+    raise ValueError(f"normalize must be one of {NORMALIZERS}, got {normalize!r}")

@@ -1,0 +1,276 @@
+"""GraphSelfAttention: sparse and dense agree, invariants hold, bad input is refused."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from graphattn import GraphInputError
+from graphattn.nn import DenseMemoryError, GraphSelfAttention, GraphTransformerLayer
+from graphattn.ops import prepare_edges, reference_edge_attention
+from tests.graphs import random_batch, random_graph
+
+SCORES = ["dot", "additive"]
+
+
+def make_layer(score="dot", edge_dim=None, **kwargs) -> GraphSelfAttention:
+    return GraphSelfAttention(8, 16, heads=4, score=score, edge_dim=edge_dim, **kwargs)
+
+
+@pytest.mark.parametrize("score", SCORES)
+@pytest.mark.parametrize("edge_dim", [None, 3])
+@pytest.mark.parametrize("kernel", ["reference", "auto"])
+def test_sparse_and_dense_agree_on_batches(score, edge_dim, kernel):
+    edge_index, batch = random_batch([7, 1, 12, 5], seed=1)
+    x = torch.randn(batch.numel(), 8, requires_grad=True)
+    edge_attr = torch.randn(edge_index.size(1), 3) if edge_dim else None
+    layer = make_layer(score, edge_dim, kernel=kernel)
+
+    sparse = layer(x, edge_index, edge_attr, batch, mode="sparse")
+    grads_sparse = torch.autograd.grad(sparse.square().sum(), [x, *layer.parameters()])
+    dense = layer(x, edge_index, edge_attr, batch, mode="dense")
+    grads_dense = torch.autograd.grad(dense.square().sum(), [x, *layer.parameters()])
+
+    torch.testing.assert_close(sparse, dense, atol=1e-5, rtol=1e-5)
+    for a, b in zip(grads_sparse, grads_dense, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    num_nodes=st.integers(1, 16),
+    num_edges=st.integers(0, 50),
+    loops=st.booleans(),
+    seed=st.integers(0, 10_000),
+)
+def test_sparse_equals_dense_on_random_graphs(num_nodes, num_edges, loops, seed):
+    g = torch.Generator().manual_seed(seed)
+    edge_index = random_graph(num_nodes, num_edges, g, isolated=min(2, num_nodes - 1))
+    x = torch.randn(num_nodes, 8, generator=g)
+    layer = make_layer(add_self_loops=loops)
+    torch.testing.assert_close(
+        layer(x, edge_index, mode="sparse"), layer(x, edge_index, mode="dense"),
+        atol=1e-5, rtol=1e-5,
+    )
+
+
+@pytest.mark.parametrize("mode,score", list(itertools.product(["sparse", "dense"], SCORES)))
+def test_gradcheck_float64(mode, score):
+    edge_index = random_graph(6, 12, torch.Generator().manual_seed(3), isolated=1)
+    layer = make_layer(score, edge_dim=2, kernel="reference").double()
+    x = torch.randn(6, 8, dtype=torch.float64, requires_grad=True)
+    edge_attr = torch.randn(edge_index.size(1), 2, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(
+        lambda x, e: layer(x, edge_index, e, mode=mode), (x, edge_attr), eps=1e-6, atol=1e-5
+    )
+
+
+@pytest.mark.parametrize("mode", ["sparse", "dense"])
+@pytest.mark.parametrize("score", SCORES)
+def test_attention_matrix_is_zero_off_edges_and_rows_sum_to_one(mode, score):
+    edge_index, batch = random_batch([9, 6], seed=2)
+    x = torch.randn(batch.numel(), 8)
+    layer = make_layer(score)
+    weights = layer.attention_matrix(x, edge_index, batch, mode=mode)  # [B, H, L, L]
+    assert weights.shape == (2, 4, 9, 9)
+
+    allowed = torch.zeros(2, 9, 9, dtype=torch.bool)
+    start = torch.tensor([0, 9])
+    for j, i in edge_index.t().tolist():
+        b = int(batch[i])
+        allowed[b, i - start[b], j - start[b]] = True
+    for b, n in enumerate([9, 6]):
+        allowed[b, torch.arange(n), torch.arange(n)] = True  # self-loops
+    assert torch.all(weights[~allowed.unsqueeze(1).expand_as(weights)] == 0)
+    rows = weights.sum(-1)  # [B, H, L]; every real node has at least its self-loop
+    real = torch.tensor([[True] * 9, [True] * 6 + [False] * 3]).unsqueeze(1).expand_as(rows)
+    torch.testing.assert_close(rows[real], torch.ones(4 * 15))
+    assert torch.all(rows[~real] == 0)
+
+
+def test_weights_match_across_modes_and_return_attention_format():
+    edge_index, batch = random_batch([5, 8], seed=4)
+    x = torch.randn(batch.numel(), 8)
+    layer = make_layer()
+    _, (used_s, alpha_s) = layer(x, edge_index, batch=batch, return_attention=True)
+    _, (used_d, alpha_d) = layer(x, edge_index, batch=batch, return_attention=True, mode="dense")
+    assert torch.equal(used_s, used_d)
+    assert alpha_s.shape == (used_s.size(1), 4)
+    torch.testing.assert_close(alpha_s, alpha_d, atol=1e-6, rtol=1e-5)
+    # duplicates merged, one self-loop per node: the used edge set is unique
+    pairs = {tuple(p) for p in used_s.t().tolist()}
+    assert len(pairs) == used_s.size(1)
+    assert all((n, n) in pairs for n in range(batch.numel()))
+
+
+def test_duplicate_edges_and_existing_self_loops_count_once():
+    x = torch.randn(3, 8)
+    once = torch.tensor([[0, 1, 2], [1, 1, 0]])  # includes the self-loop 1 -> 1
+    twice = torch.cat([once, once, torch.tensor([[1], [1]])], dim=1)
+    layer = make_layer()
+    torch.testing.assert_close(layer(x, once), layer(x, twice))
+
+
+def test_isolated_node_gets_zero_output_not_nan():
+    edges = prepare_edges(torch.tensor([[0, 1], [1, 0]]), num_nodes=3, add_self_loops=False)
+    q, k, v = torch.randn(3, 3, 2, 4).unbind(0)
+    out, alpha = reference_edge_attention(q, k, v, edges)
+    assert torch.equal(out[2], torch.zeros(2, 4))
+    layer = make_layer(add_self_loops=False)
+    x = torch.randn(3, 8)
+    for mode in ("sparse", "dense"):
+        y = layer(x, torch.tensor([[0, 1], [1, 0]]), mode=mode)
+        assert torch.isfinite(y).all()
+        torch.testing.assert_close(y[2], layer.lin_out.bias)  # W_O applied to a zero vector
+
+
+@pytest.mark.parametrize("mode", ["sparse", "dense"])
+def test_permuting_nodes_permutes_the_output(mode):
+    edge_index = random_graph(10, 25, torch.Generator().manual_seed(5))
+    x = torch.randn(10, 8)
+    edge_attr = torch.randn(edge_index.size(1), 3)
+    layer = make_layer(edge_dim=3)
+    perm = torch.randperm(10)
+    inverse = torch.empty_like(perm)
+    inverse[perm] = torch.arange(10)
+    out = layer(x, edge_index, edge_attr, mode=mode)
+    out_perm = layer(x[perm], inverse[edge_index], edge_attr, mode=mode)
+    torch.testing.assert_close(out_perm, out[perm], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["sparse", "dense"])
+def test_batch_gives_the_same_output_as_each_graph_alone(mode):
+    sizes = [4, 9, 6]
+    edge_index, batch = random_batch(sizes, seed=6)
+    x = torch.randn(batch.numel(), 8)
+    layer = make_layer()
+    together = layer(x, edge_index, batch=batch, mode=mode)
+    offset = 0
+    for b, n in enumerate(sizes):
+        keep = (batch[edge_index[1]] == b)
+        alone = layer(x[offset:offset + n], edge_index[:, keep] - offset, mode=mode)
+        torch.testing.assert_close(together[offset:offset + n], alone, atol=1e-5, rtol=1e-5)
+        offset += n
+
+
+def test_mode_switch_keeps_the_weights():
+    layer = make_layer(mode="dense")
+    before = {k: v.clone() for k, v in layer.state_dict().items()}
+    layer.mode = "sparse"
+    assert layer.mode == "sparse"
+    assert all(torch.equal(before[k], v) for k, v in layer.state_dict().items())
+    with pytest.raises(GraphInputError, match="mode must be one of"):
+        layer.mode = "fast"
+
+
+def test_dense_mode_refuses_graphs_over_the_memory_budget():
+    layer = make_layer(mode="dense", max_dense_bytes=10_000)
+    x = torch.randn(200, 8)
+    edge_index = random_graph(200, 400, torch.Generator().manual_seed(0))
+    with pytest.raises(DenseMemoryError, match=r"N=200 .*4 heads.*mode='sparse'"):
+        layer(x, edge_index)
+    layer(x, edge_index, mode="sparse")  # the same graph works sparsely
+
+
+def test_dense_mode_refuses_edges_across_graphs():
+    batch = torch.tensor([0, 0, 1, 1])
+    edge_index = torch.tensor([[0, 2], [1, 1]])  # 2 -> 1 crosses from graph 1 to graph 0
+    with pytest.raises(GraphInputError, match="source 2 -> target 1 connects graphs 1 and 0"):
+        make_layer()(torch.randn(4, 8), edge_index, batch=batch, mode="dense")
+
+
+def test_prepared_edges_are_cached_per_graph_and_invalidated_by_edits():
+    edge_index = random_graph(8, 20, torch.Generator().manual_seed(7))
+    first = prepare_edges(edge_index, 8)
+    assert prepare_edges(edge_index, 8) is first
+    assert prepare_edges(edge_index.clone(), 8) is not first
+    edge_index[0, 0] = (edge_index[0, 0] + 1) % 8  # in-place edit bumps the version
+    assert prepare_edges(edge_index, 8) is not first
+
+
+BAD_INPUTS = [
+    (dict(edge_index=torch.tensor([0, 1, 2])), r"edge_index must have shape \[2, E\], got \[3\]"),
+    (dict(edge_index=torch.tensor([[0.0, 1.0], [1.0, 0.0]])), "edge_index must be int64"),
+    (
+        dict(edge_index=torch.tensor([[0, 7], [1, 0]])),
+        r"out of range for 5 nodes: edge 1 is \(source 7",
+    ),
+    (dict(edge_index=torch.tensor([[0, -1], [1, 0]])), r"edge 1 is \(source -1"),
+    (dict(x=torch.randn(5, 3)), r"x must have shape \[N, 8\].*got \[5, 3\]"),
+    (dict(x=torch.tensor([[float("nan")] * 8] * 5)), r"non-finite values: x\[0, 0\] = nan"),
+    (dict(x=torch.ones(5, 8, dtype=torch.long)), "floating-point"),
+]
+
+
+@pytest.mark.parametrize("override,message", BAD_INPUTS)
+def test_bad_input_raises_a_clear_error(override, message):
+    args = dict(x=torch.randn(5, 8), edge_index=torch.tensor([[0, 1], [1, 0]]))
+    args.update(override)
+    with pytest.raises(GraphInputError, match=message):
+        make_layer()(args["x"], args["edge_index"])
+
+
+def test_bad_constructor_arguments():
+    multiple = r"out_channels \(10\) must be a positive multiple of heads \(4\)"
+    with pytest.raises(GraphInputError, match=multiple):
+        GraphSelfAttention(8, 10, heads=4)
+    with pytest.raises(GraphInputError, match="score must be one of"):
+        GraphSelfAttention(8, 16, score="cosine")
+    with pytest.raises(GraphInputError, match="pass edge_attr"):
+        make_layer(edge_dim=3)(torch.randn(2, 8), torch.tensor([[0], [1]]))
+    with pytest.raises(GraphInputError, match=r"edge_attr must have shape \[E, 3\]"):
+        make_layer(edge_dim=3)(torch.randn(2, 8), torch.tensor([[0], [1]]), torch.randn(1, 2))
+    with pytest.raises(ValueError, match="norm must be one of"):
+        GraphTransformerLayer(16, 4, norm="group")
+
+
+@pytest.mark.parametrize("norm", ["layer", "batch", "none"])
+def test_transformer_layers_stack_and_agree_across_modes(norm):
+    edge_index, batch = random_batch([6, 10], seed=8)
+    x = torch.randn(batch.numel(), 16)
+    edge_attr = torch.randn(edge_index.size(1), 4)
+    layers = torch.nn.ModuleList(
+        GraphTransformerLayer(16, heads=4, norm=norm, edge_dim=4) for _ in range(3)
+    ).eval()
+
+    def run(mode):
+        h = x
+        for layer in layers:
+            h = layer(h, edge_index, edge_attr, batch, mode=mode)
+        return h
+
+    sparse, dense = run("sparse"), run("dense")
+    assert sparse.shape == (batch.numel(), 16)
+    torch.testing.assert_close(sparse, dense, atol=1e-5, rtol=1e-5)
+    out, (used, alpha) = layers[0](x, edge_index, edge_attr, batch, return_attention=True)
+    assert alpha.shape == (used.size(1), 4)
+
+
+def test_a_layer_learns_to_attend_to_the_informative_neighbour():
+    """Each target has two sources; the label is the feature of the 'marked' one."""
+    torch.manual_seed(0)
+    n = 64
+    x = torch.randn(3 * n, 8)
+    x[:n, 0] = 1.0  # marked sources
+    x[n:2 * n, 0] = -1.0  # distractors
+    targets = torch.arange(2 * n, 3 * n)
+    edge_index = torch.cat([
+        torch.stack([torch.arange(n), targets]), torch.stack([torch.arange(n, 2 * n), targets])
+    ], dim=1)
+    y = x[:n, 1:2]
+    layer = GraphSelfAttention(8, 8, heads=1, add_self_loops=False)
+    head = torch.nn.Linear(8, 1)
+    opt = torch.optim.Adam([*layer.parameters(), *head.parameters()], lr=0.03)
+    for _ in range(150):
+        opt.zero_grad()
+        loss = (head(layer(x, edge_index)[targets]) - y).square().mean()
+        loss.backward()
+        opt.step()
+    _, (used, alpha) = layer(x, edge_index, return_attention=True)
+    marked = used[0] < n
+    assert loss.item() < 0.05
+    assert alpha[marked].mean() > 0.9
