@@ -7,8 +7,12 @@ from torch import Tensor
 
 
 def random_graph(
-    num_nodes: int, num_edges: int, generator: torch.Generator | None = None,
-    isolated: int = 2, self_loops: int = 2, duplicates: int = 3,
+    num_nodes: int,
+    num_edges: int,
+    generator: torch.Generator | None = None,
+    isolated: int = 2,
+    self_loops: int = 2,
+    duplicates: int = 3,
 ) -> Tensor:
     """``[2, E]`` random edges; the last ``isolated`` nodes have no incoming edge."""
     g = generator

@@ -53,8 +53,10 @@ def test_sparse_equals_dense_on_random_graphs(num_nodes, num_edges, loops, seed)
     x = torch.randn(num_nodes, 8, generator=g)
     layer = make_layer(add_self_loops=loops)
     torch.testing.assert_close(
-        layer(x, edge_index, mode="sparse"), layer(x, edge_index, mode="dense"),
-        atol=1e-5, rtol=1e-5,
+        layer(x, edge_index, mode="sparse"),
+        layer(x, edge_index, mode="dense"),
+        atol=1e-5,
+        rtol=1e-5,
     )
 
 
@@ -151,9 +153,9 @@ def test_batch_gives_the_same_output_as_each_graph_alone(mode):
     together = layer(x, edge_index, batch=batch, mode=mode)
     offset = 0
     for b, n in enumerate(sizes):
-        keep = (batch[edge_index[1]] == b)
-        alone = layer(x[offset:offset + n], edge_index[:, keep] - offset, mode=mode)
-        torch.testing.assert_close(together[offset:offset + n], alone, atol=1e-5, rtol=1e-5)
+        keep = batch[edge_index[1]] == b
+        alone = layer(x[offset : offset + n], edge_index[:, keep] - offset, mode=mode)
+        torch.testing.assert_close(together[offset : offset + n], alone, atol=1e-5, rtol=1e-5)
         offset += n
 
 
@@ -256,11 +258,12 @@ def test_a_layer_learns_to_attend_to_the_informative_neighbour():
     n = 64
     x = torch.randn(3 * n, 8)
     x[:n, 0] = 1.0  # marked sources
-    x[n:2 * n, 0] = -1.0  # distractors
+    x[n : 2 * n, 0] = -1.0  # distractors
     targets = torch.arange(2 * n, 3 * n)
-    edge_index = torch.cat([
-        torch.stack([torch.arange(n), targets]), torch.stack([torch.arange(n, 2 * n), targets])
-    ], dim=1)
+    edge_index = torch.cat(
+        [torch.stack([torch.arange(n), targets]), torch.stack([torch.arange(n, 2 * n), targets])],
+        dim=1,
+    )
     y = x[:n, 1:2]
     layer = GraphSelfAttention(8, 8, heads=1, add_self_loops=False)
     head = torch.nn.Linear(8, 1)

@@ -1,6 +1,7 @@
 """Layers built on edge-restricted self-attention."""
 
 from graphattn.nn.attention import DenseMemoryError, GraphSelfAttention
+from graphattn.nn.hybrid import HybridLayer
 from graphattn.nn.transformer import GraphTransformerLayer
 
-__all__ = ["DenseMemoryError", "GraphSelfAttention", "GraphTransformerLayer"]
+__all__ = ["DenseMemoryError", "GraphSelfAttention", "GraphTransformerLayer", "HybridLayer"]

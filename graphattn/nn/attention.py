@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from graphattn.errors import GraphInputError
 from graphattn.ops.attention import SCORES, dense_attention, reference_edge_attention
 from graphattn.ops.dense import DenseLayout, dense_layout, dense_memory_bytes
-from graphattn.ops.graph import EdgeSet, prepare_edges, validate_node_features
+from graphattn.ops.graph import ATTEND, EdgeSet, prepare_edges, validate_node_features
 from graphattn.ops.segment import NORMALIZERS
 
 __all__ = ["DenseMemoryError", "GraphSelfAttention"]
@@ -63,6 +63,14 @@ class GraphSelfAttention(nn.Module):
             :func:`graphattn.ops.segment.segment_normalize`).
         max_dense_bytes: dense mode raises :class:`DenseMemoryError` instead of
             allocating more than this (estimated before allocation).
+        hops: attend over all nodes within ``hops`` directed steps (truncated attention;
+            1 is the plain edge restriction). ``hops > 1`` implies ``attend="khop"``.
+            The k-hop pairs are built once per graph (cached).
+        attend: ``"edges"`` (the input edges), ``"khop"`` (within ``hops``) or
+            ``"global"`` (every pair inside each graph of the batch, never across graphs).
+        hop_bias: add a learned per-head bias for each hop distance to the scores
+            (a shortest-path bias as in Graphormer): distance 0 (self), 1..hops, and one
+            bucket for farther pairs of global attention.
 
     Shapes:
         - input: x ``[N, F]``, edge_index ``[2, E]`` (row 0 sources j, row 1 targets i),
@@ -85,6 +93,9 @@ class GraphSelfAttention(nn.Module):
         kernel: str = "auto",
         normalize: str = "softmax",
         max_dense_bytes: int = DEFAULT_DENSE_BUDGET,
+        hops: int = 1,
+        attend: str = "edges",
+        hop_bias: bool = False,
     ) -> None:
         super().__init__()
         if heads < 1 or out_channels % heads != 0:
@@ -94,6 +105,9 @@ class GraphSelfAttention(nn.Module):
         _check_choice("score", score, SCORES)
         _check_choice("kernel", kernel, KERNELS)
         _check_choice("normalize", normalize, NORMALIZERS)
+        _check_choice("attend", attend, ATTEND)
+        if hops < 1:
+            raise GraphInputError(f"hops must be at least 1, got {hops}")
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.heads = heads
@@ -106,6 +120,8 @@ class GraphSelfAttention(nn.Module):
         self.kernel = kernel
         self.normalize = normalize
         self.max_dense_bytes = max_dense_bytes
+        self.hops = hops
+        self.attend = "khop" if attend == "edges" and hops > 1 else attend
 
         self.lin_query = nn.Linear(in_channels, out_channels, bias=bias)
         self.lin_key = nn.Linear(in_channels, out_channels, bias=bias)
@@ -115,6 +131,7 @@ class GraphSelfAttention(nn.Module):
         self.score_vector = (
             nn.Parameter(torch.empty(heads, self.head_dim)) if score == "additive" else None
         )
+        self.hop_embedding = nn.Embedding(hops + 2, heads) if hop_bias else None
         self.reset_parameters()
 
     @property
@@ -132,11 +149,20 @@ class GraphSelfAttention(nn.Module):
                 lin.reset_parameters()
         if self.score_vector is not None:
             nn.init.normal_(self.score_vector, std=1.0 / math.sqrt(self.head_dim))
+        if self.hop_embedding is not None:
+            nn.init.zeros_(self.hop_embedding.weight)
 
     # ------------------------------------------------------------------ inputs
     def allowed_edges(self, edge_index: Tensor, num_nodes: int, batch: Tensor | None) -> EdgeSet:
         """The prepared set of (source -> target) pairs this layer attends over."""
-        return prepare_edges(edge_index, num_nodes, add_self_loops=self.add_self_loops)
+        return prepare_edges(
+            edge_index,
+            num_nodes,
+            add_self_loops=self.add_self_loops,
+            attend=self.attend,
+            hops=self.hops,
+            batch=batch,
+        )
 
     def _edge_terms(self, edges: EdgeSet, edge_attr: Tensor | None) -> Tensor | None:
         """``[E', H, D]`` projected edge features on the prepared edges (or None)."""
@@ -282,7 +308,12 @@ class GraphSelfAttention(nn.Module):
         return plain and no_dropout
 
     def _sparse(
-        self, q: Tensor, k: Tensor, v: Tensor, edges: EdgeSet, edge_terms: Tensor | None,
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        edges: EdgeSet,
+        edge_terms: Tensor | None,
         need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
         extra = self._score_bias(edges)
@@ -291,12 +322,14 @@ class GraphSelfAttention(nn.Module):
 
             out, lse = fused_edge_attention(q, k, v, edges, None, edge_terms, edge_terms)
             alpha = (
-                edge_attention_weights(q, k, edges, lse, None, edge_terms)
-                if need_weights else None
+                edge_attention_weights(q, k, edges, lse, None, edge_terms) if need_weights else None
             )
             return out, alpha
         return reference_edge_attention(
-            q, k, v, edges,
+            q,
+            k,
+            v,
+            edges,
             edge_key=edge_terms,
             edge_value=edge_terms,
             score=self.score,
@@ -308,8 +341,14 @@ class GraphSelfAttention(nn.Module):
         )
 
     def _dense(
-        self, q: Tensor, k: Tensor, v: Tensor, edges: EdgeSet, edge_terms: Tensor | None,
-        layout: DenseLayout, need_weights: bool,
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        edges: EdgeSet,
+        edge_terms: Tensor | None,
+        layout: DenseLayout,
+        need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
         self._check_dense_budget(layout, q.dtype)
         mask = layout.edge_mask(edges)
@@ -322,7 +361,10 @@ class GraphSelfAttention(nn.Module):
         if bias is not None:
             bias = layout.edges_to_dense(bias, edges).permute(0, 3, 1, 2)
         out, weights = dense_attention(
-            qd, kd, vd, mask,
+            qd,
+            kd,
+            vd,
+            mask,
             edge_key=dense_terms,
             edge_value=dense_terms,
             score=self.score,
@@ -340,13 +382,16 @@ class GraphSelfAttention(nn.Module):
         return out, weights[b, :, i, j]
 
     def _score_bias(self, edges: EdgeSet) -> Tensor | None:
-        """``[E', H]`` additive score bias per edge; none for the plain layer."""
-        return None
+        """``[E', H]`` learned hop-distance bias per allowed pair (or None)."""
+        if self.hop_embedding is None:
+            return None
+        return self.hop_embedding(edges.hop_distance.clamp(max=self.hops + 1))
 
     def extra_repr(self) -> str:
         return (
             f"{self.in_channels}, {self.out_channels}, heads={self.heads}, mode={self.mode!r}, "
-            f"score={self.score!r}, normalize={self.normalize!r}, edge_dim={self.edge_dim}"
+            f"score={self.score!r}, normalize={self.normalize!r}, edge_dim={self.edge_dim}, "
+            f"attend={self.attend!r}, hops={self.hops}"
         )
 
 

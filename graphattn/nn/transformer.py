@@ -66,7 +66,12 @@ class GraphTransformerLayer(nn.Module):
     ) -> None:
         super().__init__()
         self.attention = GraphSelfAttention(
-            channels, channels, heads=heads, mode=mode, dropout=dropout, edge_dim=edge_dim,
+            channels,
+            channels,
+            heads=heads,
+            mode=mode,
+            dropout=dropout,
+            edge_dim=edge_dim,
             **attention_kwargs,
         )
         hidden = int(round(ffn_ratio * channels))
@@ -95,8 +100,12 @@ class GraphTransformerLayer(nn.Module):
         mode: str | None = None,
     ) -> Tensor | tuple[Tensor, tuple[Tensor, Tensor]]:
         attended = self.attention(
-            self.norm_attention(x), edge_index, edge_attr, batch,
-            return_attention=return_attention, mode=mode,
+            self.norm_attention(x),
+            edge_index,
+            edge_attr,
+            batch,
+            return_attention=return_attention,
+            mode=mode,
         )
         if return_attention:
             attended, attention = attended

@@ -50,7 +50,10 @@ class DenseLayout:
     def edge_mask(self, edges: EdgeSet) -> Tensor:
         """``[B, L, L]`` bool; ``[b, i, j]`` is True when edge j -> i is allowed."""
         mask = torch.zeros(
-            self.num_graphs, self.max_nodes, self.max_nodes, dtype=torch.bool,
+            self.num_graphs,
+            self.max_nodes,
+            self.max_nodes,
+            dtype=torch.bool,
             device=self.batch.device,
         )
         b, i, j = self.edge_coordinates(edges)
@@ -85,9 +88,7 @@ def dense_layout(num_nodes: int, batch: Tensor | None, device: torch.device) -> 
     if batch is None:
         batch = torch.zeros(num_nodes, dtype=torch.long, device=device)
     if batch.dim() != 1 or batch.numel() != num_nodes:
-        raise GraphInputError(
-            f"batch must have shape [N={num_nodes}], got {list(batch.shape)}"
-        )
+        raise GraphInputError(f"batch must have shape [N={num_nodes}], got {list(batch.shape)}")
     if num_nodes and bool((batch.diff() < 0).any()):
         raise GraphInputError("batch must be sorted (nodes of each graph contiguous), as in PyG")
     num_graphs = int(batch.max()) + 1 if num_nodes else 0

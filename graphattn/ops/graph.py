@@ -37,6 +37,8 @@ class EdgeSet:
             (duplicates share a position).
         input_count: ``[E]`` how many input edges were merged into each edge
             (0 for an added self-loop).
+        hop_distance: ``[E]`` long: 0 for self-loops, 1 for input edges, d for pairs
+            added by k-hop attention, ``hops + 1`` for farther pairs of global attention.
         cache: scratch space for kernels to keep derived structures (transposes,
             sparse tensors) alive as long as this edge set.
     """
@@ -46,6 +48,7 @@ class EdgeSet:
     rowptr: Tensor
     input_to_edge: Tensor
     input_count: Tensor
+    hop_distance: Tensor
     cache: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -85,9 +88,7 @@ def validate_edge_index(edge_index: Tensor, num_nodes: int) -> None:
     if not isinstance(edge_index, Tensor):
         raise GraphInputError(f"edge_index must be a torch.Tensor, got {type(edge_index).__name__}")
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
-        raise GraphInputError(
-            f"edge_index must have shape [2, E], got {list(edge_index.shape)}"
-        )
+        raise GraphInputError(f"edge_index must have shape [2, E], got {list(edge_index.shape)}")
     if edge_index.dtype not in (torch.int64, torch.int32):
         raise GraphInputError(f"edge_index must be int64 (or int32), got {edge_index.dtype}")
     if edge_index.numel() == 0:
@@ -109,8 +110,7 @@ def validate_node_features(x: Tensor, in_channels: int) -> None:
         raise GraphInputError(f"x must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() != 2 or x.size(1) != in_channels:
         raise GraphInputError(
-            f"x must have shape [N, {in_channels}] (in_channels={in_channels}), "
-            f"got {list(x.shape)}"
+            f"x must have shape [N, {in_channels}] (in_channels={in_channels}), got {list(x.shape)}"
         )
     if not x.is_floating_point():
         raise GraphInputError(f"x must be a floating-point tensor, got {x.dtype}")
@@ -131,45 +131,89 @@ def _missing_self_loops(edge_index: Tensor, num_nodes: int) -> Tensor:
     return (~has_loop).nonzero().view(-1).repeat(2, 1)
 
 
-def _build(edge_index: Tensor, num_nodes: int, add_self_loops: bool) -> EdgeSet:
+def _build(
+    edge_index: Tensor,
+    num_nodes: int,
+    add_self_loops: bool,
+    extra: tuple[Tensor, Tensor] | None = None,
+) -> EdgeSet:
+    """Coalesce input edges (+ extra pairs with their hop distances) into an EdgeSet."""
     edge_index = edge_index.long()
     num_input = edge_index.size(1)
+    distance = torch.ones(num_input, dtype=torch.long, device=edge_index.device)
+    if extra is not None:
+        edge_index = torch.cat([edge_index, extra[0].long()], dim=1)
+        distance = torch.cat([distance, extra[1].long()])
     if add_self_loops:
-        edge_index = torch.cat([edge_index, _missing_self_loops(edge_index, num_nodes)], dim=1)
+        loops = _missing_self_loops(edge_index, num_nodes)
+        edge_index = torch.cat([edge_index, loops], dim=1)
+        distance = torch.cat([distance, distance.new_zeros(loops.size(1))])
     src, dst = edge_index
+    distance = distance.masked_fill(src == dst, 0)
     unique_key, inverse = torch.unique(dst * num_nodes + src, sorted=True, return_inverse=True)
     edges = torch.stack([unique_key % num_nodes, unique_key // num_nodes])
+    hop_distance = distance.new_full((unique_key.numel(),), torch.iinfo(torch.long).max)
+    hop_distance = hop_distance.scatter_reduce(0, inverse, distance, reduce="amin")
     input_to_edge = inverse[:num_input]
     input_count = torch.bincount(input_to_edge, minlength=unique_key.numel())
     counts = torch.bincount(edges[1], minlength=num_nodes)
     rowptr = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
-    return EdgeSet(edges, num_nodes, rowptr, input_to_edge, input_count)
+    return EdgeSet(edges, num_nodes, rowptr, input_to_edge, input_count, hop_distance)
+
+
+def _extra_pairs(
+    edge_index: Tensor, num_nodes: int, attend: str, hops: int, batch: Tensor | None
+) -> tuple[Tensor, Tensor] | None:
+    """Pairs beyond the input edges that ``attend``/``hops`` allow, with hop distances."""
+    from graphattn.ops.khop import global_edges, khop_edges
+
+    if attend == "edges" or (attend == "khop" and hops == 1):
+        return None
+    if hops > 1:
+        pairs, distance = khop_edges(edge_index, num_nodes, hops, batch)
+        far = distance >= 2
+        pairs, distance = pairs[:, far], distance[far]
+    else:
+        pairs = distance = None
+    if attend == "global":
+        everything = global_edges(num_nodes, batch).to(edge_index.device)
+        farther = torch.full((everything.size(1),), hops + 1, device=edge_index.device)
+        if pairs is None:
+            return everything, farther
+        return torch.cat([pairs, everything], dim=1), torch.cat([distance, farther])
+    return pairs, distance
 
 
 class _EdgeSetCache:
     """A small LRU cache keyed by tensor identity and in-place version counter.
 
-    A weak reference confirms that the tensor behind an ``id`` is still the same
-    object (ids are reused after garbage collection).
+    Weak references confirm that the tensors behind the ids are still the same
+    objects (ids are reused after garbage collection).
     """
 
     def __init__(self, capacity: int = 64) -> None:
         self.capacity = capacity
-        self._entries: OrderedDict[tuple, tuple[weakref.ref, EdgeSet]] = OrderedDict()
+        self._entries: OrderedDict[tuple, tuple[list, EdgeSet]] = OrderedDict()
 
-    def get(self, key: tuple, tensor: Tensor) -> EdgeSet | None:
+    @staticmethod
+    def stamp(t: Tensor | None) -> tuple:
+        return (None,) if t is None else (id(t), t._version, t.device)
+
+    def get(self, key: tuple, tensors: list[Tensor | None]) -> EdgeSet | None:
         hit = self._entries.get(key)
         if hit is None:
             return None
-        ref, value = hit
-        if ref() is not tensor:
+        refs, value = hit
+        alive = [None if r is None else r() for r in refs]
+        if any(a is not t for a, t in zip(alive, tensors, strict=True)):
             del self._entries[key]
             return None
         self._entries.move_to_end(key)
         return value
 
-    def put(self, key: tuple, tensor: Tensor, value: EdgeSet) -> None:
-        self._entries[key] = (weakref.ref(tensor), value)
+    def put(self, key: tuple, tensors: list[Tensor | None], value: EdgeSet) -> None:
+        refs = [None if t is None else weakref.ref(t) for t in tensors]
+        self._entries[key] = (refs, value)
         while len(self._entries) > self.capacity:
             self._entries.popitem(last=False)
 
@@ -177,27 +221,58 @@ class _EdgeSetCache:
 _CACHE = _EdgeSetCache()
 
 
+ATTEND = ("edges", "khop", "global")
+
+
 def prepare_edges(
-    edge_index: Tensor, num_nodes: int, add_self_loops: bool = True, cache: bool = True
+    edge_index: Tensor,
+    num_nodes: int,
+    add_self_loops: bool = True,
+    cache: bool = True,
+    attend: str = "edges",
+    hops: int = 1,
+    batch: Tensor | None = None,
 ) -> EdgeSet:
-    """Validate, deduplicate, add self-loops and sort an edge list (cached).
+    """Validate, deduplicate, add self-loops and sort the allowed pairs (cached).
 
     Args:
         edge_index: ``[2, E]`` long; ``edge_index[0]`` sources j, ``edge_index[1]`` targets i.
         num_nodes: N; every index must lie in ``[0, N)``.
         add_self_loops: give every node an edge to itself (not doubled if present).
-        cache: reuse the result for the same (unchanged) ``edge_index`` tensor, so
-            stacked layers prepare a graph once.
+        cache: reuse the result for the same (unchanged) ``edge_index`` (and ``batch``)
+            tensors, so stacked layers prepare a graph once.
+        attend: ``"edges"`` (the input edges), ``"khop"`` (all pairs within ``hops``
+            directed steps) or ``"global"`` (all pairs inside each graph of ``batch``).
+        hops: largest hop distance for ``"khop"``; for ``"global"`` the distances up
+            to ``hops`` are recorded (farther pairs get ``hops + 1``).
+        batch: ``[N]`` graph of each node; global attention never crosses graphs.
 
     Returns:
         An :class:`EdgeSet`; use :meth:`EdgeSet.merge_edge_features` for edge features.
     """
     validate_edge_index(edge_index, num_nodes)
+    if attend not in ATTEND:
+        raise GraphInputError(f"attend must be one of {ATTEND}, got {attend!r}")
+    if hops < 1:
+        raise GraphInputError(f"hops must be at least 1, got {hops}")
+
+    def build() -> EdgeSet:
+        extra = _extra_pairs(edge_index, num_nodes, attend, hops, batch)
+        return _build(edge_index, num_nodes, add_self_loops, extra)
+
     if not cache:
-        return _build(edge_index, num_nodes, add_self_loops)
-    key = (id(edge_index), edge_index._version, num_nodes, add_self_loops, edge_index.device)
-    hit = _CACHE.get(key, edge_index)
+        return build()
+    needs_batch = attend != "edges" and batch is not None
+    tensors = [edge_index, batch if needs_batch else None]
+    key = (
+        *(_EdgeSetCache.stamp(t) for t in tensors),
+        num_nodes,
+        add_self_loops,
+        attend,
+        hops,
+    )
+    hit = _CACHE.get(key, tensors)
     if hit is None:
-        hit = _build(edge_index, num_nodes, add_self_loops)
-        _CACHE.put(key, edge_index, hit)
+        hit = build()
+        _CACHE.put(key, tensors, hit)
     return hit

@@ -1,0 +1,296 @@
+"""The ``graphattn`` command: a thin layer over the library.
+
+graphattn train     [--dataset NAME | --csv FILE ... | --edges FILE --labels FILE ...]
+graphattn predict   --model RUN_DIR --csv FILE [--smiles-col COL] --out FILE
+graphattn evaluate  --model RUN_DIR --csv FILE [--smiles-col COL] [--target-col COL ...]
+graphattn bench     [--quick] --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import sys
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_DATASET = "nci-tpsa"
+MOLECULE_SETS = ("esol", "freesolv", "nci-tpsa")
+NODE_SETS = ("karate", "facebook-pages")
+
+
+def _add_train(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train a model and write a run folder")
+    src = p.add_argument_group("data (one of)")
+    src.add_argument(
+        "--dataset",
+        help=f"named set: {', '.join(MOLECULE_SETS + NODE_SETS)} "
+        f"(default {DEFAULT_DATASET}, embedded, no download)",
+    )
+    src.add_argument("--csv", type=Path, help="molecule CSV file")
+    src.add_argument("--smiles-col", default="smiles", help="SMILES column of --csv")
+    src.add_argument(
+        "--target-col",
+        action="append",
+        dest="target_cols",
+        help="target column of --csv (repeat for several targets)",
+    )
+    src.add_argument("--edges", type=Path, help="edge list (CSV or whitespace text)")
+    src.add_argument("--labels", type=Path, help="node label file for --edges")
+    src.add_argument("--features", type=Path, help="optional node feature file for --edges")
+    src.add_argument("--text-col", help="text column of --features/--labels turned into features")
+    src.add_argument(
+        "--data-dir",
+        type=Path,
+        help="folder with the named data sets' files "
+        "(default: $GRAPHATTN_DATA, then the download cache)",
+    )
+    p.add_argument(
+        "--split",
+        choices=("random", "scaffold"),
+        default="random",
+        help="molecule split (default random 80/10/10)",
+    )
+    p.add_argument(
+        "--split-fractions",
+        type=float,
+        nargs=3,
+        metavar=("TRAIN", "VAL", "TEST"),
+        help="fractions (molecules default 0.8 0.1 0.1, nodes 0.6 0.2 0.2)",
+    )
+    p.add_argument("--labels-per-class", type=int, help="nodes: k training labels per class")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epochs", type=int, help="maximum epochs (default: the tuned value)")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--lr", type=float)
+    p.add_argument("--patience", type=int)
+    p.add_argument(
+        "--task",
+        choices=("regression", "classification"),
+        default="regression",
+        help="molecule task for --csv targets",
+    )
+    p.add_argument(
+        "--mode",
+        choices=("sparse", "dense", "auto"),
+        default="sparse",
+        help="attention mode (same weights in every mode)",
+    )
+    p.add_argument("--hidden", type=int)
+    p.add_argument("--layers", type=int)
+    p.add_argument("--heads", type=int)
+    p.add_argument("--out", type=Path, default=Path("runs/latest"), help="run folder")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def _add_predict(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("predict", help="predict molecules of a CSV with a trained model")
+    p.add_argument("--model", type=Path, required=True, help="run folder made by train")
+    p.add_argument("--csv", type=Path, required=True)
+    p.add_argument("--smiles-col", default="smiles")
+    p.add_argument("--out", type=Path, required=True, help="output CSV")
+
+
+def _add_evaluate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("evaluate", help="metrics of a trained model on a labelled CSV")
+    p.add_argument("--model", type=Path, required=True, help="run folder made by train")
+    p.add_argument("--csv", type=Path, required=True)
+    p.add_argument("--smiles-col", default="smiles")
+    p.add_argument(
+        "--target-col",
+        action="append",
+        dest="target_cols",
+        help="target column(s); default: the model's own target names",
+    )
+    p.add_argument("--out", type=Path, help="also write the metrics JSON here")
+
+
+def _add_bench(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="sparse vs dense vs PyG benchmark")
+    p.add_argument("--quick", action="store_true", help="tiny grid (seconds), for CI")
+    p.add_argument("--out", type=Path, default=Path("bench_out"))
+    p.add_argument("--repeats", type=int, help="timed repeats per case (median reported)")
+    p.add_argument("--device", default="auto", help="cpu, cuda or auto")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="graphattn", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_train, _add_predict, _add_evaluate, _add_bench):
+        add(sub)
+    return parser
+
+
+def _overrides(args: argparse.Namespace, names: tuple[str, ...]) -> dict:
+    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    if args.edges is not None or (args.dataset in NODE_SETS):
+        return _train_nodes(args)
+    return _train_molecules(args)
+
+
+def _train_molecules(args: argparse.Namespace) -> int:
+    from graphattn.datasets.molecules import MoleculeCSV, load_molecule_dataset
+    from graphattn.train.molecules import MoleculeTrainConfig, train_molecule_model
+
+    if args.csv is not None:
+        if not args.target_cols:
+            raise SystemExit("graphattn train --csv needs at least one --target-col")
+        dataset = MoleculeCSV(args.csv, smiles_col=args.smiles_col, target_cols=args.target_cols)
+        name = args.csv.name
+    else:
+        name = args.dataset or DEFAULT_DATASET
+        if name not in MOLECULE_SETS:
+            raise SystemExit(f"unknown data set {name!r}; choose from {MOLECULE_SETS + NODE_SETS}")
+        dataset = load_molecule_dataset(name, data_dir=args.data_dir)
+    config = MoleculeTrainConfig(
+        seed=args.seed,
+        split=args.split,
+        task=args.task,
+        model={"mode": args.mode, **_overrides(args, ("hidden", "layers", "heads"))},
+        **_overrides(args, ("epochs", "batch_size", "lr", "patience")),
+    )
+    if args.split_fractions:
+        config.fractions = tuple(args.split_fractions)
+    metrics = train_molecule_model(
+        dataset, config, run_dir=args.out, dataset_name=name, progress=not args.no_progress
+    )
+    metrics.pop("model")
+    _report(args.out, metrics)
+    return 0
+
+
+def _train_nodes(args: argparse.Namespace) -> int:
+    from graphattn.train.nodes import NodeTrainConfig, train_node_model_cli
+
+    config = NodeTrainConfig(
+        seed=args.seed,
+        mode=args.mode,
+        **_overrides(
+            args, ("epochs", "lr", "patience", "hidden", "layers", "heads", "labels_per_class")
+        ),
+    )
+    if args.split_fractions:
+        config.fractions = tuple(args.split_fractions)
+    metrics = train_node_model_cli(args, config)
+    _report(args.out, metrics)
+    return 0
+
+
+def _report(run_dir: Path, metrics: dict) -> None:
+    summary = {
+        k: metrics[k]
+        for k in ("task", "dataset", "test", "epochs_run", "train_seconds")
+        if k in metrics
+    }
+    print(json.dumps(summary, indent=2))
+    print(f"run folder: {run_dir}")
+
+
+def _read_csv(path: Path) -> tuple[list[str], list[dict]]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        return list(reader.fieldnames or []), list(reader)
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from graphattn.train.checkpoint import load_checkpoint
+    from graphattn.train.molecules import predict_molecules
+
+    columns, rows = _read_csv(args.csv)
+    if args.smiles_col not in columns:
+        raise SystemExit(f"{args.csv}: no column {args.smiles_col!r}; columns are {columns}")
+    smiles = [(r[args.smiles_col] or "").strip() for r in rows]
+    preds, errors = predict_molecules(args.model, smiles)
+    targets = load_checkpoint(args.model)["target_cols"]
+    out_cols = [*columns, *[f"pred_{t}" for t in targets], "error"]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with open(args.out, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=out_cols)
+        writer.writeheader()
+        for row, pred, error in zip(rows, preds, errors, strict=True):
+            values = {
+                f"pred_{t}": ("" if np.isnan(p) else f"{p:.6g}")
+                for t, p in zip(targets, pred, strict=True)
+            }
+            writer.writerow({**row, **values, "error": error})
+    failed = sum(1 for e in errors if e)
+    print(f"predicted {len(rows) - failed} of {len(rows)} rows ({failed} failed) -> {args.out}")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from graphattn.train.checkpoint import load_checkpoint
+    from graphattn.train.molecules import evaluate_molecules
+
+    columns, rows = _read_csv(args.csv)
+    target_cols = args.target_cols or load_checkpoint(args.model)["target_cols"]
+    missing = [c for c in [args.smiles_col, *target_cols] if c not in columns]
+    if missing:
+        raise SystemExit(f"{args.csv}: missing column(s) {missing}; columns are {columns}")
+    smiles = [(r[args.smiles_col] or "").strip() for r in rows]
+    targets = np.array([[_number(r[c]) for c in target_cols] for r in rows], dtype=float)
+    result = evaluate_molecules(args.model, smiles, targets)
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    return 0
+
+
+def _number(text: str | None) -> float:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from graphattn.bench.runner import run_benchmarks
+
+    result = run_benchmarks(
+        out_dir=args.out,
+        quick=args.quick,
+        repeats=args.repeats,
+        device=args.device,
+        progress=not args.no_progress,
+    )
+    print(f"wrote {len(result['cases'])} cases to {args.out}")
+    return 0
+
+
+COMMANDS = {
+    "train": cmd_train,
+    "predict": cmd_predict,
+    "evaluate": cmd_evaluate,
+    "bench": cmd_bench,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    from graphattn.datasets.files import DatasetUnavailableError
+    from graphattn.errors import GraphInputError
+
+    try:
+        return COMMANDS[args.command](args)
+    except (DatasetUnavailableError, GraphInputError, FileNotFoundError) as err:
+        print(f"graphattn {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

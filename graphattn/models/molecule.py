@@ -1,0 +1,129 @@
+"""Graph-level property prediction for molecules.
+
+atom features -> atom encoder -> L x GraphTransformerLayer (bond features in attention)
+-> norm -> readout -> MLP head -> one output per task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from graphattn.models.readout import Readout
+from graphattn.nn.transformer import GraphTransformerLayer, make_norm
+
+__all__ = ["MoleculeModel", "MoleculeModelConfig"]
+
+
+@dataclass
+class MoleculeModelConfig:
+    """Architecture of :class:`MoleculeModel` (saved in checkpoints as a plain dict).
+
+    Attributes:
+        atom_dim: width of the featurizer's atom vectors.
+        bond_dim: width of the featurizer's bond vectors (0: no bond features).
+        num_tasks: number of predicted targets T.
+        hidden: node width C inside the network.
+        layers: number of :class:`GraphTransformerLayer` blocks.
+        heads: attention heads per layer.
+        ffn_ratio: feed-forward width as a multiple of C.
+        dropout: dropout inside the layers and the head.
+        readout: poolings to concatenate (``mean``, ``sum``, ``max``, ``attention``).
+        norm: ``layer``, ``batch`` or ``none``.
+        mode: attention mode (``sparse``, ``dense``, ``auto``).
+        task: ``regression`` or ``classification`` (logits; binary per task).
+        attention: extra keyword arguments of :class:`GraphSelfAttention` (``score``,
+            ``normalize``, ``hops``, ...).
+    """
+
+    atom_dim: int
+    bond_dim: int
+    num_tasks: int = 1
+    hidden: int = 128
+    layers: int = 4
+    heads: int = 8
+    ffn_ratio: float = 2.0
+    dropout: float = 0.1
+    readout: tuple[str, ...] = ("mean", "max")
+    norm: str = "layer"
+    mode: str = "sparse"
+    task: str = "regression"
+    attention: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["readout"] = list(self.readout)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> MoleculeModelConfig:
+        d = dict(d)
+        d["readout"] = tuple(d.get("readout", ("mean",)))
+        return cls(**d)
+
+
+class MoleculeModel(nn.Module):
+    """Predict T properties of each molecule (graph) of a PyG batch.
+
+    Args:
+        config: a :class:`MoleculeModelConfig`.
+
+    Shapes:
+        - input: a ``Batch`` with ``x [N, atom_dim]``, ``edge_index [2, E]``,
+          ``edge_attr [E, bond_dim]``, ``batch [N]``
+        - output: ``[num_graphs, T]`` (standardised targets, or logits)
+    """
+
+    def __init__(self, config: MoleculeModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        c = config
+        self.atom_encoder = nn.Linear(c.atom_dim, c.hidden)
+        self.bond_encoder = nn.Linear(c.bond_dim, c.hidden) if c.bond_dim else None
+        self.layers = nn.ModuleList(
+            GraphTransformerLayer(
+                c.hidden,
+                c.heads,
+                ffn_ratio=c.ffn_ratio,
+                dropout=c.dropout,
+                norm=c.norm,
+                edge_dim=c.hidden if c.bond_dim else None,
+                mode=c.mode,
+                **c.attention,
+            )
+            for _ in range(c.layers)
+        )
+        self.final_norm = make_norm(c.norm, c.hidden)
+        self.readout = Readout(c.hidden, c.readout)
+        self.head = nn.Sequential(
+            nn.Linear(self.readout.out_channels, c.hidden),
+            nn.GELU(),
+            nn.Dropout(c.dropout),
+            nn.Linear(c.hidden, c.num_tasks),
+        )
+
+    def set_mode(self, mode: str) -> None:
+        """Switch every attention layer to ``sparse``, ``dense`` or ``auto``."""
+        for layer in self.layers:
+            layer.mode = mode
+
+    def node_embeddings(self, data) -> Tensor:
+        """``[N, hidden]`` atom vectors after the transformer stack."""
+        h = self.atom_encoder(data.x)
+        edge_attr = None
+        if self.bond_encoder is not None:
+            edge_attr = self.bond_encoder(data.edge_attr.to(h.dtype))
+        for layer in self.layers:
+            h = layer(h, data.edge_index, edge_attr, data.batch)
+        return self.final_norm(h)
+
+    def forward(self, data) -> Tensor:
+        batch = data.batch
+        if batch is None:
+            batch = torch.zeros(data.num_nodes, dtype=torch.long, device=data.x.device)
+            data.batch = batch
+        num_graphs = int(data.num_graphs) if hasattr(data, "num_graphs") else 1
+        pooled = self.readout(self.node_embeddings(data), batch, num_graphs)
+        return self.head(pooled)

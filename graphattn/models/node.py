@@ -1,0 +1,116 @@
+"""Per-node classification with edge-restricted attention (semi-supervised).
+
+features -> input dropout -> linear -> L x GraphTransformerLayer -> norm -> linear -> logits
+
+With ``label_inputs=True`` the model also reads the known training labels of the
+nodes as an input (one-hot, zeros where unknown), as in masked label prediction
+(UniMP, Shi et al. 2021): during training a random part of the training labels is
+hidden from the input and only those hidden nodes are scored, so a node never sees its
+own label; validation and test labels are never inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from graphattn.nn.transformer import GraphTransformerLayer, make_norm
+
+__all__ = ["NodeClassifier", "NodeModelConfig"]
+
+
+@dataclass
+class NodeModelConfig:
+    """Architecture of :class:`NodeClassifier` (saved in checkpoints as a dict).
+
+    Attributes:
+        in_channels: node feature width.
+        num_classes: number of classes C.
+        hidden: width inside the network.
+        layers: number of :class:`GraphTransformerLayer` blocks.
+        heads: attention heads.
+        dropout: dropout inside layers and on the head input.
+        input_dropout: dropout on the raw features.
+        norm: ``layer``, ``batch`` or ``none``.
+        mode: attention mode.
+        label_inputs: feed known training labels as inputs (masked label prediction).
+        attention: extra keyword arguments of :class:`GraphSelfAttention`.
+    """
+
+    in_channels: int
+    num_classes: int
+    hidden: int = 64
+    layers: int = 2
+    heads: int = 4
+    dropout: float = 0.2
+    input_dropout: float = 0.2
+    norm: str = "layer"
+    mode: str = "sparse"
+    label_inputs: bool = False
+    attention: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class NodeClassifier(nn.Module):
+    """Logits ``[N, C]`` for every node of a graph.
+
+    Args:
+        config: a :class:`NodeModelConfig`.
+    """
+
+    def __init__(self, config: NodeModelConfig) -> None:
+        super().__init__()
+        c = config
+        self.config = config
+        self.input_dropout = nn.Dropout(c.input_dropout)
+        self.encoder = nn.Linear(c.in_channels, c.hidden)
+        self.label_encoder = (
+            nn.Linear(c.num_classes, c.hidden, bias=False) if c.label_inputs else None
+        )
+        self.layers = nn.ModuleList(
+            GraphTransformerLayer(
+                c.hidden, c.heads, dropout=c.dropout, norm=c.norm, mode=c.mode, **c.attention
+            )
+            for _ in range(c.layers)
+        )
+        self.norm = make_norm(c.norm, c.hidden)
+        self.head = nn.Sequential(nn.Dropout(c.dropout), nn.Linear(c.hidden, c.num_classes))
+
+    def set_mode(self, mode: str) -> None:
+        for layer in self.layers:
+            layer.mode = mode
+
+    def forward(
+        self,
+        x: Tensor,
+        edge_index: Tensor,
+        known_labels: Tensor | None = None,
+        batch: Tensor | None = None,
+        return_attention: bool = False,
+    ) -> Tensor | tuple[Tensor, list]:
+        """Args:
+        x: ``[N, in_channels]``.
+        edge_index: ``[2, E]``.
+        known_labels: ``[N]`` long, class index of nodes whose label is an input,
+            -1 elsewhere (only with ``label_inputs``).
+        batch: ``[N]`` graph index (several graphs at once).
+        return_attention: also return each layer's ``(edge_index, alpha)``.
+        """
+        h = self.encoder(self.input_dropout(x))
+        if self.label_encoder is not None and known_labels is not None:
+            one_hot = torch.zeros(x.size(0), self.config.num_classes, device=x.device)
+            known = known_labels >= 0
+            one_hot[known, known_labels[known]] = 1.0
+            h = h + self.label_encoder(one_hot)
+        attentions = []
+        for layer in self.layers:
+            h = layer(h, edge_index, batch=batch, return_attention=return_attention)
+            if return_attention:
+                h, attention = h
+                attentions.append(attention)
+        logits = self.head(self.norm(h))
+        return (logits, attentions) if return_attention else logits

@@ -1,0 +1,45 @@
+"""Run-folder checkpoints: weights plus everything needed to rebuild and use a model.
+
+``model.pt`` holds only tensors and plain Python values (dicts, lists, strings,
+numbers), so it loads with ``torch.load(path, weights_only=True)``: no pickled code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = ["CHECKPOINT_NAME", "load_checkpoint", "save_checkpoint"]
+
+CHECKPOINT_NAME = "model.pt"
+FORMAT_VERSION = 1
+
+
+def save_checkpoint(run_dir: str | Path, model: nn.Module, kind: str, **meta: Any) -> Path:
+    """Write ``run_dir/model.pt``.
+
+    Args:
+        run_dir: the run folder.
+        model: its ``state_dict`` is saved.
+        kind: ``"molecule"`` or ``"node"``; tells loaders which model to rebuild.
+        **meta: plain values: model config, featurizer settings, target scaler, ...
+    """
+    path = Path(run_dir) / CHECKPOINT_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"format_version": FORMAT_VERSION, "kind": kind, "state_dict": model.state_dict()}
+    payload.update(meta)
+    torch.save(payload, path)
+    return path
+
+
+def load_checkpoint(run_dir_or_file: str | Path) -> dict[str, Any]:
+    """Read a checkpoint safely (``weights_only=True``) from a run folder or file."""
+    path = Path(run_dir_or_file)
+    if path.is_dir():
+        path = path / CHECKPOINT_NAME
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {path}: pass a run folder made by train")
+    return torch.load(path, map_location="cpu", weights_only=True)

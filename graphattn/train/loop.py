@@ -1,0 +1,95 @@
+"""Pieces shared by the molecule and node trainers: seeding, schedule, early stopping."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = ["EarlyStopping", "seed_everything", "warmup_cosine", "write_json"]
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch so a run is repeatable on one machine."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def warmup_cosine(
+    optimizer: torch.optim.Optimizer,
+    warmup_steps: int,
+    total_steps: int,
+    final_fraction: float = 0.01,
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warm-up to the base learning rate, then cosine decay to ``final_fraction``."""
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+        return final_fraction + (1 - final_fraction) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+class EarlyStopping:
+    """Track the best validation value, keep its weights, and say when to stop.
+
+    Args:
+        patience: epochs without improvement before stopping (``None``: never stop).
+        higher_is_better: maximise (accuracy, AUC) rather than minimise (RMSE).
+        min_delta: smallest change that counts as an improvement.
+    """
+
+    def __init__(self, patience: int | None, higher_is_better: bool, min_delta: float = 0.0):
+        self.patience = patience
+        self.sign = 1.0 if higher_is_better else -1.0
+        self.min_delta = min_delta
+        self.best_value = -math.inf
+        self.best_epoch = -1
+        self.best_state: dict | None = None
+        self.bad_epochs = 0
+
+    def step(self, value: float, epoch: int, model: nn.Module) -> bool:
+        """Record an epoch; returns True when this epoch is the new best."""
+        score = self.sign * value
+        if math.isfinite(score) and score > self.best_value + self.min_delta:
+            self.best_value, self.best_epoch, self.bad_epochs = score, epoch, 0
+            self.best_state = copy.deepcopy(model.state_dict())
+            return True
+        self.bad_epochs += 1
+        return False
+
+    @property
+    def should_stop(self) -> bool:
+        return self.patience is not None and self.bad_epochs >= self.patience
+
+    def restore(self, model: nn.Module) -> None:
+        """Load the best weights back into ``model`` (no-op if none were recorded)."""
+        if self.best_state is not None:
+            model.load_state_dict(self.best_state)
+
+
+def write_json(path: str | Path, payload: dict) -> Path:
+    """Write ``payload`` as indented JSON (NaN becomes null)."""
+
+    def clean(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [clean(v) for v in value]
+        if isinstance(value, np.generic):
+            return clean(value.item())
+        return value
+
+    Path(path).write_text(json.dumps(clean(payload), indent=2) + "\n")
+    return Path(path)

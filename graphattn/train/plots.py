@@ -1,0 +1,82 @@
+"""Figures written into run folders (matplotlib, no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+__all__ = ["plot_confusion_matrix", "plot_graph", "plot_learning_curve"]
+
+
+def plot_learning_curve(history: list[dict], metric: str, path: str | Path) -> Path:
+    """Training loss and the validation metric per epoch, best epoch marked."""
+    epochs = [h["epoch"] for h in history]
+    fig, (ax_loss, ax_val) = plt.subplots(1, 2, figsize=(10, 4))
+    ax_loss.plot(epochs, [h["train_loss"] for h in history], label="train loss")
+    ax_loss.set_xlabel("epoch")
+    ax_loss.set_ylabel("loss")
+    ax_loss.set_yscale("log")
+    ax_loss.legend()
+    values = [h.get(f"val_{metric}", np.nan) for h in history]
+    ax_val.plot(epochs, values, color="tab:orange", label=f"validation {metric}")
+    if any(np.isfinite(values)):
+        best = [h["epoch"] for h in history if h.get("best")]
+        if best:
+            ax_val.axvline(best[-1], color="grey", linestyle="--", label=f"best epoch {best[-1]}")
+    ax_val.set_xlabel("epoch")
+    ax_val.set_ylabel(metric)
+    ax_val.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)
+
+
+def plot_confusion_matrix(matrix: np.ndarray, labels: list[str], path: str | Path) -> Path:
+    """Counts of (true, predicted) classes."""
+    fig, ax = plt.subplots(figsize=(1.2 * len(labels) + 3, 1.2 * len(labels) + 2))
+    ax.imshow(matrix, cmap="Blues")
+    ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
+    ax.set_yticks(range(len(labels)), labels)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    for (i, j), count in np.ndenumerate(matrix):
+        colour = "white" if count > matrix.max() / 2 else "black"
+        ax.text(j, i, str(count), ha="center", va="center", color=colour)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)
+
+
+def plot_graph(
+    graph, colours: list[int], labels: list[str], path: str | Path, title: str = ""
+) -> Path:
+    """Draw a networkx graph with nodes coloured by class index."""
+    import networkx as nx
+
+    fig, ax = plt.subplots(figsize=(8, 8))
+    layout = nx.spring_layout(graph, seed=0, iterations=50 if len(graph) < 500 else 20)
+    cmap = plt.get_cmap("tab10")
+    nx.draw_networkx_edges(graph, layout, ax=ax, alpha=0.2, width=0.5)
+    nx.draw_networkx_nodes(
+        graph,
+        layout,
+        ax=ax,
+        node_size=max(10, 3000 // max(len(graph), 1)),
+        node_color=[cmap(c % 10) for c in colours],
+    )
+    for c, name in enumerate(labels):
+        ax.scatter([], [], color=cmap(c % 10), label=name)
+    ax.legend(loc="best")
+    ax.set_title(title)
+    ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)

@@ -1,0 +1,133 @@
+"""Attention variants: k-hop (truncated), global, hybrid, hop bias, normalisers."""
+
+from __future__ import annotations
+
+import networkx as nx
+import pytest
+import torch
+
+from graphattn import GraphInputError
+from graphattn.nn import GraphSelfAttention, HybridLayer
+from graphattn.ops import prepare_edges
+from tests.graphs import random_batch, random_graph
+
+
+def layer(**kwargs) -> GraphSelfAttention:
+    return GraphSelfAttention(8, 16, heads=4, **kwargs)
+
+
+def test_hops_one_equals_the_plain_layer():
+    edge_index, batch = random_batch([7, 5], seed=0)
+    x = torch.randn(batch.numel(), 8)
+    plain = layer()
+    one_hop = layer(hops=1, attend="khop")
+    one_hop.load_state_dict(plain.state_dict())
+    torch.testing.assert_close(
+        one_hop(x, edge_index, batch=batch), plain(x, edge_index, batch=batch)
+    )
+
+
+@pytest.mark.parametrize("hops", [2, 3])
+def test_khop_layer_attends_exactly_within_k_hops(hops):
+    edge_index = random_graph(12, 14, torch.Generator().manual_seed(hops), isolated=0)
+    x = torch.randn(12, 8)
+    m = layer(hops=hops)
+    assert m.attend == "khop"
+    _, (used, alpha) = m(x, edge_index, return_attention=True)
+    graph = nx.DiGraph(edge_index.t().tolist())
+    graph.add_nodes_from(range(12))
+    expected = {
+        (j, i) for j, reach in nx.all_pairs_shortest_path_length(graph, cutoff=hops) for i in reach
+    }  # includes (i, i) at distance 0, i.e. the self-loops
+    assert {tuple(p) for p in used.t().tolist()} == expected
+    assert torch.all(alpha > 0)
+    torch.testing.assert_close(
+        m(x, edge_index, mode="sparse"), m(x, edge_index, mode="dense"), atol=1e-5, rtol=1e-5
+    )
+
+
+def test_global_attention_never_crosses_graphs():
+    edge_index, batch = random_batch([4, 6, 3], seed=1)
+    x = torch.randn(batch.numel(), 8)
+    m = layer(attend="global")
+    _, (used, alpha) = m(x, edge_index, batch=batch, return_attention=True)
+    assert torch.equal(batch[used[0]], batch[used[1]])
+    assert used.size(1) == 4 * 4 + 6 * 6 + 3 * 3  # every ordered pair, self included
+    # changing another graph's features leaves a graph's output unchanged
+    y = x.clone()
+    y[batch == 1] = torch.randn(int((batch == 1).sum()), 8)
+    keep = batch != 1
+    torch.testing.assert_close(
+        m(x, edge_index, batch=batch)[keep], m(y, edge_index, batch=batch)[keep]
+    )
+    torch.testing.assert_close(
+        m(x, edge_index, batch=batch),
+        m(x, edge_index, batch=batch, mode="dense"),
+        atol=1e-5,
+        rtol=1e-5,
+    )
+
+
+def test_hop_bias_uses_the_hop_distance():
+    path = torch.tensor([[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]])  # 0 - 1 - 2 - 3
+    edges = prepare_edges(path, 4, attend="global", hops=2)
+    distance = {
+        tuple(p): int(d)
+        for p, d in zip(edges.edge_index.t().tolist(), edges.hop_distance, strict=True)
+    }
+    assert distance[(0, 0)] == 0 and distance[(0, 1)] == 1 and distance[(0, 2)] == 2
+    assert distance[(0, 3)] == 3  # farther than hops: the "farther" bucket hops + 1
+    m = layer(attend="global", hops=2, hop_bias=True)
+    with torch.no_grad():
+        m.hop_embedding.weight[3] = -1e4  # forbid the farther bucket
+    weights = m.attention_matrix(torch.randn(4, 8), path)
+    assert torch.all(weights[0, :, 0, 3] < 1e-6) and torch.all(weights[0, :, 3, 0] < 1e-6)
+
+
+@pytest.mark.parametrize("normalize", ["softmax", "relu", "sigmoid"])
+@pytest.mark.parametrize("mode", ["sparse", "dense"])
+def test_every_normaliser_gives_zero_weight_off_the_allowed_pairs(normalize, mode):
+    edge_index, batch = random_batch([8, 5], seed=2)
+    x = torch.randn(batch.numel(), 8)
+    m = layer(normalize=normalize)
+    weights = m.attention_matrix(x, edge_index, batch, mode=mode)
+    allowed = torch.zeros_like(weights, dtype=torch.bool)
+    edges = prepare_edges(edge_index, batch.numel())
+    start = torch.tensor([0, 8])
+    for j, i in edges.edge_index.t().tolist():
+        b = int(batch[i])
+        allowed[b, :, i - start[b], j - start[b]] = True
+    assert torch.all(weights[~allowed] == 0)
+    assert torch.all(weights[allowed] >= 0)
+    torch.testing.assert_close(
+        m(x, edge_index, batch=batch, mode="sparse"),
+        m(x, edge_index, batch=batch, mode="dense"),
+        atol=1e-5,
+        rtol=1e-5,
+    )
+    if normalize == "softmax":
+        sums = weights.sum(-1)
+        torch.testing.assert_close(sums[sums > 0], torch.ones_like(sums[sums > 0]))
+
+
+def test_hybrid_layer_runs_in_both_modes_and_keeps_graphs_apart():
+    edge_index, batch = random_batch([5, 7], seed=3)
+    x = torch.randn(batch.numel(), 16)
+    edge_attr = torch.randn(edge_index.size(1), 3)
+    hybrid = HybridLayer(16, heads=4, edge_dim=3).eval()
+    sparse = hybrid(x, edge_index, edge_attr, batch)
+    dense = hybrid(x, edge_index, edge_attr, batch, mode="dense")
+    assert sparse.shape == x.shape
+    torch.testing.assert_close(sparse, dense, atol=1e-5, rtol=1e-5)
+    y = x.clone()
+    y[batch == 0] += 1.0
+    torch.testing.assert_close(
+        hybrid(y, edge_index, edge_attr, batch)[batch == 1], sparse[batch == 1]
+    )
+
+
+def test_bad_variant_arguments():
+    with pytest.raises(GraphInputError, match="attend must be one of"):
+        layer(attend="everything")
+    with pytest.raises(GraphInputError, match="hops must be at least 1"):
+        layer(hops=0)
