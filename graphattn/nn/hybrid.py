@@ -28,7 +28,8 @@ class HybridLayer(nn.Module):
         channels: node width C (input and output).
         heads: attention heads of each branch.
         ffn_ratio: feed-forward hidden width as a multiple of C.
-        dropout: dropout on attention weights and residual branches.
+        dropout: dropout on the residual branches and inside the feed-forward block.
+        attention_dropout: dropout on the attention weights of both branches.
         norm: ``"layer"``, ``"batch"`` or ``"none"``.
         edge_dim: edge feature width for the local branch.
         mode: attention mode of both branches.
@@ -52,10 +53,11 @@ class HybridLayer(nn.Module):
         edge_dim: int | None = None,
         mode: str = "sparse",
         global_hop_bias: bool = True,
+        attention_dropout: float = 0.0,
         **attention_kwargs,
     ) -> None:
         super().__init__()
-        common = dict(heads=heads, mode=mode, dropout=dropout, **attention_kwargs)
+        common = dict(heads=heads, mode=mode, dropout=attention_dropout, **attention_kwargs)
         self.local = GraphSelfAttention(channels, channels, edge_dim=edge_dim, **common)
         self.global_ = GraphSelfAttention(
             channels, channels, attend="global", hop_bias=global_hop_bias, **common

@@ -40,7 +40,9 @@ class GraphTransformerLayer(nn.Module):
         channels: node feature width C (input and output).
         heads: attention heads; must divide ``channels``.
         ffn_ratio: hidden width of the feed-forward block is ``ffn_ratio * channels``.
-        dropout: dropout on the attention weights and on both residual branches.
+        dropout: dropout on both residual branches and inside the feed-forward block.
+        attention_dropout: dropout on the attention weights (0 keeps the fused sparse
+            kernel usable in training).
         norm: ``"layer"``, ``"batch"`` or ``"none"``.
         edge_dim: edge feature width, used by the attention (added to keys and values).
         mode: attention mode, ``"sparse"``, ``"dense"`` or ``"auto"``.
@@ -62,6 +64,7 @@ class GraphTransformerLayer(nn.Module):
         norm: str = "layer",
         edge_dim: int | None = None,
         mode: str = "sparse",
+        attention_dropout: float = 0.0,
         **attention_kwargs,
     ) -> None:
         super().__init__()
@@ -70,7 +73,7 @@ class GraphTransformerLayer(nn.Module):
             channels,
             heads=heads,
             mode=mode,
-            dropout=dropout,
+            dropout=attention_dropout,
             edge_dim=edge_dim,
             **attention_kwargs,
         )

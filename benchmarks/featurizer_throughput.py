@@ -1,0 +1,103 @@
+"""Throughput of graphattn's molecule featurizer against ``torch_geometric.utils.from_smiles``.
+
+Featurizes every ESOL SMILES with both, ``--repeats`` times each (alternating, after
+one warm-up pass each), and prints JSON with the median molecules per second.
+
+Usage::
+
+    python benchmarks/featurizer_throughput.py [--data-dir DIR] [--repeats 5]
+
+The ESOL file is found by :func:`graphattn.datasets.files.resolve_file` (``--data-dir``,
+``$GRAPHATTN_DATA``, the cache, then a download).
+
+Note the outputs differ: graphattn builds float one-hot features and a canonical
+SMILES; ``from_smiles`` builds integer-coded features and keeps the input string.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import rdkit
+import torch
+import torch_geometric
+from torch_geometric.utils import from_smiles
+
+from graphattn.datasets.files import resolve_file
+from graphattn.featurize.molecule import MoleculeFeaturizer
+
+
+def esol_smiles(data_dir: str | None) -> list[str]:
+    """All SMILES of ESOL, stripped of surrounding whitespace."""
+    path = resolve_file("esol", "delaney-processed.csv", data_dir)
+    with open(path, newline="", encoding="utf-8") as handle:
+        return [row["smiles"].strip() for row in csv.DictReader(handle)]
+
+
+def seconds_per_pass(featurize: Callable[[str], object], smiles: list[str]) -> float:
+    """Wall-clock seconds to featurize every SMILES once."""
+    start = time.perf_counter()
+    for text in smiles:
+        featurize(text)
+    return time.perf_counter() - start
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, or the platform's processor string."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default=None, help="folder holding esol/")
+    parser.add_argument("--repeats", type=int, default=5, help="timed passes per featurizer")
+    args = parser.parse_args()
+
+    smiles = esol_smiles(args.data_dir)
+    candidates = {"graphattn": MoleculeFeaturizer(), "pyg_from_smiles": from_smiles}
+    times: dict[str, list[float]] = {name: [] for name in candidates}
+    for featurize in candidates.values():  # warm-up: imports, caches
+        seconds_per_pass(featurize, smiles)
+    for _ in range(args.repeats):
+        for name, featurize in candidates.items():
+            times[name].append(seconds_per_pass(featurize, smiles))
+
+    rate = {name: len(smiles) / statistics.median(t) for name, t in times.items()}
+    print(
+        json.dumps(
+            {
+                "graphattn_mols_per_s": round(rate["graphattn"], 1),
+                "pyg_from_smiles_mols_per_s": round(rate["pyg_from_smiles"], 1),
+                "ratio": round(rate["graphattn"] / rate["pyg_from_smiles"], 3),
+                "n_molecules": len(smiles),
+                "repeats": args.repeats,
+                "machine": {
+                    "cpu": cpu_model(),
+                    "cpu_count": os.cpu_count(),
+                    "platform": platform.platform(),
+                    "python": platform.python_version(),
+                    "torch": torch.__version__,
+                    "torch_geometric": torch_geometric.__version__,
+                    "rdkit": rdkit.__version__,
+                },
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,511 @@
+"""Molecular property data sets: molecules from CSV or SDF files as featurized graphs.
+
+All loaders share :class:`MoleculeDataset`, which featurizes a stream of records
+(data row, SMILES or molecule, targets) and keeps account of every row it drops:
+rows whose molecule cannot be parsed and rows whose target is not a number are
+listed in :attr:`MoleculeDataset.skipped` (and can be written to ``skipped.csv``),
+never silently lost. Empty target cells are kept as ``NaN`` (a missing label, to be
+masked in the loss).
+
+Named data sets (:data:`MOLECULE_DATASETS`, loaded with :func:`load_molecule_dataset`):
+
+* ``esol``: aqueous solubility, 1128 molecules (file found by
+  :func:`graphattn.datasets.files.resolve_file`);
+* ``freesolv``: hydration free energy, 642 molecules (same);
+* ``nci-tpsa``: topological polar surface area of the first 5000 NCI molecules, read
+  from the copy that ships inside RDKit (no download).
+
+Cards with sources, citations and checksums are in the repository's ``datasets/``.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from rdkit import Chem, RDConfig, rdBase
+from torch.utils.data import Dataset
+from torch_geometric.data import Data
+
+from graphattn.datasets.files import resolve_file, sha256sum
+from graphattn.errors import GraphInputError
+from graphattn.featurize.molecule import (
+    InvalidSmilesError,
+    MoleculeFeaturizer,
+    rdkit_log_lines,
+)
+
+__all__ = [
+    "MOLECULE_DATASETS",
+    "MoleculeCSV",
+    "MoleculeDataset",
+    "MoleculeDatasetInfo",
+    "MoleculeRecord",
+    "MoleculeSDF",
+    "SkippedRow",
+    "load_molecule_dataset",
+    "nci_tpsa_path",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SkippedRow:
+    """A data row that was not turned into a graph.
+
+    Attributes:
+        row: 0-based index of the data row (header, comment and blank lines not counted).
+        smiles: the row's SMILES as read ("" when there is none).
+        reason: why it was skipped.
+    """
+
+    row: int
+    smiles: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class MoleculeRecord:
+    """One data row to featurize.
+
+    Attributes:
+        row: 0-based index of the data row.
+        molecule: a SMILES string or an RDKit molecule.
+        targets: one value per target column, ``NaN`` where missing.
+    """
+
+    row: int
+    molecule: str | Chem.Mol
+    targets: tuple[float, ...]
+
+
+class MoleculeDataset(Dataset):
+    r"""Featurized molecules with their targets, built from a stream of records.
+
+    Each item is a :class:`~torch_geometric.data.Data` as made by the featurizer
+    (``x``, ``edge_index``, ``edge_attr``, ``smiles``, ``num_nodes``) plus ``y``
+    (float32 ``[1, T]``, ``NaN`` = missing) and ``row`` (the 0-based data row it came
+    from). Items are stored once; do not modify them in place.
+
+    Args:
+        records (Iterable[MoleculeRecord | SkippedRow]): the data rows in file order;
+            a :class:`SkippedRow` is a row the reader already rejected.
+        target_cols (Sequence[str]): names of the ``T`` targets.
+        featurizer (MoleculeFeaturizer, optional): default settings when ``None``.
+        name (str, optional): a name for messages. (default: ``"molecules"``)
+
+    Attributes:
+        skipped (list[SkippedRow]): rows that were dropped, with the reason.
+        num_rows_read (int): data rows read (kept + skipped).
+        smiles (list[str]): canonical SMILES of the kept rows.
+        rows (list[int]): data row index of each kept item.
+        targets (torch.Tensor): float32 ``[num_kept, T]``.
+    """
+
+    def __init__(
+        self,
+        records: Iterable[MoleculeRecord | SkippedRow],
+        target_cols: Sequence[str],
+        featurizer: MoleculeFeaturizer | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.featurizer = featurizer if featurizer is not None else MoleculeFeaturizer()
+        self.target_cols = list(target_cols)
+        self.name = name or "molecules"
+        self.skipped: list[SkippedRow] = []
+        self._items: list[Data] = []
+        self.num_rows_read = 0
+        for record in records:
+            self.num_rows_read += 1
+            item = self._featurize(record)
+            if item is not None:
+                self._items.append(item)
+        self.smiles = [item.smiles for item in self._items]
+        self.rows = [item.row for item in self._items]
+        self.targets = (
+            torch.cat([item.y for item in self._items])
+            if self._items
+            else torch.empty(0, len(self.target_cols))
+        )
+        if self.skipped:
+            logger.warning(
+                "%s: skipped %d of %d rows (e.g. row %d: %s); see .skipped or write_skipped()",
+                self.name,
+                len(self.skipped),
+                self.num_rows_read,
+                self.skipped[0].row,
+                self.skipped[0].reason,
+            )
+
+    def _featurize(self, record: MoleculeRecord | SkippedRow) -> Data | None:
+        """The graph of one record, or ``None`` after recording why it was skipped."""
+        if isinstance(record, SkippedRow):
+            self.skipped.append(record)
+            return None
+        if len(record.targets) != len(self.target_cols):
+            raise GraphInputError(
+                f"{self.name}: row {record.row} has {len(record.targets)} targets, "
+                f"expected {len(self.target_cols)} ({self.target_cols})"
+            )
+        try:
+            data = self.featurizer(record.molecule)
+        except InvalidSmilesError as err:
+            self.skipped.append(SkippedRow(record.row, _as_text(record.molecule), err.reason))
+            return None
+        data.y = torch.tensor(record.targets, dtype=torch.float32).reshape(1, -1)
+        data.row = record.row
+        return data
+
+    @property
+    def num_targets(self) -> int:
+        """Number of targets ``T``."""
+        return len(self.target_cols)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, index: int) -> Data:
+        """The ``index``-th kept molecule (negative indices count from the end)."""
+        return self._items[index]
+
+    def __iter__(self) -> Iterator[Data]:
+        return iter(self._items)
+
+    def write_skipped(self, path: str | Path) -> Path:
+        """Write the skipped rows as CSV with columns ``row,smiles,reason``.
+
+        The header is written even when nothing was skipped.
+
+        Args:
+            path (str or Path): the file, or an existing folder to write
+                ``skipped.csv`` into.
+
+        Returns:
+            Path: the file written.
+        """
+        path = Path(path)
+        if path.is_dir():
+            path = path / "skipped.csv"
+        with open(path, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["row", "smiles", "reason"])
+            writer.writerows((s.row, s.smiles, s.reason) for s in self.skipped)
+        return path
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({self.name!r}, {len(self)} molecules, "
+            f"{len(self.skipped)} skipped, targets={self.target_cols})"
+        )
+
+
+def _as_text(molecule: str | Chem.Mol) -> str:
+    """A molecule as text for a skip report: the SMILES itself or the molecule's name."""
+    if isinstance(molecule, str):
+        return molecule
+    return molecule.GetProp("_Name") if molecule.HasProp("_Name") else ""
+
+
+def _parse_target(text: str | None, column: str) -> float:
+    """A target cell as a float: empty means missing (``NaN``).
+
+    Raises:
+        ValueError: the cell is neither empty nor a finite number.
+    """
+    text = (text or "").strip()
+    if not text:
+        return math.nan
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"target {column!r} is not a number: {text!r}") from None
+    if math.isinf(value):
+        raise ValueError(f"target {column!r} is not finite: {text!r}")
+    return value
+
+
+def _column_index(header: list[str], column: str, path: Path) -> int:
+    """Position of ``column`` in ``header``, ignoring surrounding whitespace."""
+    matches = [i for i, name in enumerate(header) if name.strip() == column.strip()]
+    if len(matches) == 1:
+        return matches[0]
+    problem = "not found" if not matches else "appears more than once"
+    raise GraphInputError(f"{path}: column {column!r} {problem}; available columns: {header}")
+
+
+class MoleculeCSV(MoleculeDataset):
+    r"""Molecules and targets from a CSV file (read with the standard ``csv`` module).
+
+    SMILES are stripped of surrounding whitespace. A row is skipped (and listed in
+    :attr:`skipped`) when its SMILES is empty or invalid, a target cell is not a
+    number, or its number of fields differs from the header's. An empty target cell
+    is a missing value: ``NaN`` in ``y``. Blank lines and lines starting with
+    ``comment`` are not data rows.
+
+    Args:
+        path (str or Path): the CSV file.
+        smiles_col (str): the SMILES column. (default: ``"smiles"``)
+        target_cols (str or Sequence[str]): the target column(s); may be empty for
+            unlabelled molecules. (default: ``()``)
+        featurizer (MoleculeFeaturizer, optional): default settings when ``None``.
+        name (str, optional): a name for messages. (default: the file name)
+        limit (int, optional): read at most this many data rows.
+        fieldnames (Sequence[str], optional): column names of a file without a header
+            row; the first row is then data.
+        comment (str, optional): skip lines starting with this prefix.
+
+    Raises:
+        GraphInputError: a column is missing (the message lists those available) or
+            the file is empty.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        smiles_col: str = "smiles",
+        target_cols: str | Sequence[str] = (),
+        featurizer: MoleculeFeaturizer | None = None,
+        name: str | None = None,
+        limit: int | None = None,
+        fieldnames: Sequence[str] | None = None,
+        comment: str | None = None,
+    ) -> None:
+        self.path = Path(path)
+        targets = [target_cols] if isinstance(target_cols, str) else list(target_cols)
+        with open(self.path, newline="", encoding="utf-8-sig") as handle:
+            lines = (line for line in handle if not (comment and line.startswith(comment)))
+            reader = csv.reader(lines)
+            header = list(fieldnames) if fieldnames is not None else next(reader, None)
+            if header is None:
+                raise GraphInputError(f"{self.path}: empty file, expected a header row")
+            columns = [_column_index(header, col, self.path) for col in [smiles_col, *targets]]
+            rows = (fields for fields in reader if fields)  # blank lines are not rows
+            records = _csv_records(rows, header, columns, targets, limit)
+            super().__init__(records, targets, featurizer, name or self.path.name)
+
+
+def _csv_records(
+    rows: Iterable[list[str]],
+    header: list[str],
+    columns: list[int],
+    target_cols: list[str],
+    limit: int | None,
+) -> Iterator[MoleculeRecord | SkippedRow]:
+    """Records of CSV rows: ``columns`` holds the SMILES column, then the targets'."""
+    for row, fields in enumerate(rows):
+        if limit is not None and row >= limit:
+            return
+        smiles = fields[columns[0]].strip() if len(fields) > columns[0] else ""
+        if len(fields) != len(header):
+            reason = f"row has {len(fields)} fields, the header has {len(header)}"
+            yield SkippedRow(row, smiles, reason)
+            continue
+        try:
+            targets = tuple(
+                _parse_target(fields[i], col)
+                for i, col in zip(columns[1:], target_cols, strict=True)
+            )
+        except ValueError as err:
+            yield SkippedRow(row, smiles, str(err))
+            continue
+        yield MoleculeRecord(row, smiles, targets)
+
+
+class MoleculeSDF(MoleculeDataset):
+    r"""Molecules and targets from an SD file; targets are read from SD properties.
+
+    Records RDKit cannot read are skipped with RDKit's reason; a missing or empty
+    property is a missing target (``NaN``); a property that is not a number skips the
+    record.
+
+    Args:
+        path (str or Path): the SD file.
+        target_cols (str or Sequence[str]): the target property name(s).
+        featurizer (MoleculeFeaturizer, optional): default settings when ``None``.
+        name (str, optional): a name for messages. (default: the file name)
+        limit (int, optional): read at most this many records.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        target_cols: str | Sequence[str] = (),
+        featurizer: MoleculeFeaturizer | None = None,
+        name: str | None = None,
+        limit: int | None = None,
+    ) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise FileNotFoundError(f"SD file not found: {self.path}")
+        targets = [target_cols] if isinstance(target_cols, str) else list(target_cols)
+        records = _sdf_records(self.path, targets, limit)
+        super().__init__(records, targets, featurizer, name or self.path.name)
+
+
+def _sdf_records(
+    path: Path, target_cols: list[str], limit: int | None
+) -> Iterator[MoleculeRecord | SkippedRow]:
+    """Records of an SD file's molecules, capturing RDKit's reason for bad ones."""
+    capture_cls = getattr(rdBase, "CaptureErrorLog", None)  # RDKit >= 2025.09
+    with open(path, "rb") as handle:
+        supplier = Chem.ForwardSDMolSupplier(handle)
+        row = 0
+        while limit is None or row < limit:
+            with rdBase.BlockLogs():
+                if capture_cls is None:
+                    mol, log = next(supplier, False), ""
+                else:
+                    with capture_cls() as capture:
+                        mol = next(supplier, False)
+                    log = capture.messages
+            if mol is False:
+                return
+            yield _sdf_record(row, mol, log, target_cols)
+            row += 1
+
+
+def _sdf_record(
+    row: int, mol: Chem.Mol | None, log: str, target_cols: list[str]
+) -> MoleculeRecord | SkippedRow:
+    """The record of one SD entry, or why it is skipped."""
+    if mol is None:
+        reason = "; ".join(rdkit_log_lines(log)) or "RDKit could not read the record"
+        return SkippedRow(row, "", reason)
+    try:
+        targets = tuple(
+            _parse_target(mol.GetProp(col) if mol.HasProp(col) else "", col) for col in target_cols
+        )
+    except ValueError as err:
+        return SkippedRow(row, _as_text(mol), str(err))
+    return MoleculeRecord(row, mol, targets)
+
+
+# --------------------------------------------------------------------- named data sets
+@dataclass(frozen=True)
+class MoleculeDatasetInfo:
+    """What a named molecule data set holds.
+
+    Attributes:
+        name: registry name.
+        filename: its data file.
+        smiles_col: the SMILES column.
+        target_cols: the target columns.
+        units: the unit of each target.
+        task: ``"regression"``.
+        num_molecules: data rows in the file.
+        description: one line on what the targets are.
+        card: path of the data set card in the repository.
+    """
+
+    name: str
+    filename: str
+    smiles_col: str
+    target_cols: tuple[str, ...]
+    units: tuple[str, ...]
+    task: str
+    num_molecules: int
+    description: str
+    card: str
+
+
+MOLECULE_DATASETS: dict[str, MoleculeDatasetInfo] = {
+    "esol": MoleculeDatasetInfo(
+        name="esol",
+        filename="delaney-processed.csv",
+        smiles_col="smiles",
+        target_cols=("measured log solubility in mols per litre",),
+        units=("log10(mol/L)",),
+        task="regression",
+        num_molecules=1128,
+        description="measured aqueous solubility (Delaney 2004)",
+        card="datasets/esol.md",
+    ),
+    "freesolv": MoleculeDatasetInfo(
+        name="freesolv",
+        filename="SAMPL.csv",
+        smiles_col="smiles",
+        target_cols=("expt",),
+        units=("kcal/mol",),
+        task="regression",
+        num_molecules=642,
+        description="experimental hydration free energy (Mobley & Guthrie 2014)",
+        card="datasets/freesolv.md",
+    ),
+    "nci-tpsa": MoleculeDatasetInfo(
+        name="nci-tpsa",
+        filename="first_5k.tpsa.csv",
+        smiles_col="smiles",
+        target_cols=("tpsa",),
+        units=("Å^2",),
+        task="regression",
+        num_molecules=4999,
+        description="topological polar surface area (Ertl 2000) of NCI molecules, "
+        "shipped with RDKit (no download)",
+        card="datasets/nci-tpsa.md",
+    ),
+}
+
+NCI_TPSA_SHA256 = "7c3dbaa546a317bcf8239e979d829b230b4d02b02cfe92ecffe5de2c8b222b7f"
+
+
+def nci_tpsa_path() -> Path:
+    """The NCI TPSA file inside the installed RDKit (``Data/NCI/first_5k.tpsa.csv``).
+
+    Raises:
+        FileNotFoundError: this RDKit installation does not ship the file.
+    """
+    path = Path(RDConfig.RDDataDir) / "NCI" / MOLECULE_DATASETS["nci-tpsa"].filename
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"data set 'nci-tpsa': {path} not found; this RDKit installation "
+            f"({rdBase.rdkitVersion}) does not ship its NCI data files"
+        )
+    if sha256sum(path) != NCI_TPSA_SHA256:
+        logger.warning("nci-tpsa: %s differs from the version described in the card", path)
+    return path
+
+
+def load_molecule_dataset(
+    name: str,
+    data_dir: str | Path | None = None,
+    featurizer: MoleculeFeaturizer | None = None,
+    limit: int | None = None,
+) -> MoleculeCSV:
+    """Load a named data set of :data:`MOLECULE_DATASETS`.
+
+    Args:
+        name (str): ``"esol"``, ``"freesolv"`` or ``"nci-tpsa"``.
+        data_dir (str or Path, optional): folder with the files of ``esol`` and
+            ``freesolv`` (see :func:`~graphattn.datasets.files.resolve_file`); unused
+            for ``nci-tpsa``, which ships with RDKit.
+        featurizer (MoleculeFeaturizer, optional): default settings when ``None``.
+        limit (int, optional): read at most this many data rows.
+
+    Raises:
+        KeyError: unknown name.
+        graphattn.datasets.files.DatasetUnavailableError: the file is not available.
+    """
+    if name not in MOLECULE_DATASETS:
+        raise KeyError(f"unknown molecule data set {name!r}; known: {sorted(MOLECULE_DATASETS)}")
+    info = MOLECULE_DATASETS[name]
+    if name == "nci-tpsa":
+        path = nci_tpsa_path()
+        options = {"fieldnames": ("smiles", "tpsa"), "comment": "#"}
+    else:
+        path = resolve_file(name, info.filename, data_dir)
+        options = {}
+    return MoleculeCSV(
+        path,
+        smiles_col=info.smiles_col,
+        target_cols=info.target_cols,
+        featurizer=featurizer,
+        name=name,
+        limit=limit,
+        **options,
+    )

@@ -1,0 +1,444 @@
+"""Molecules (SMILES or RDKit ``Mol``) to PyG graphs with one-hot atom and bond features.
+
+Every atom becomes a node and every bond two directed edges. Atom features are
+blocks of one-hot columns (element, degree, formal charge, hydrogen count,
+hybridisation) followed by 0/1 flags (aromatic, in a ring); each categorical block
+has an ``other`` column for values outside its list, so every block of a row sums
+to exactly 1. Bond features are the one-hot bond type (single, double, triple,
+aromatic, other) and the flags conjugated and in a ring.
+
+The features are computed from one pass over the atoms and one over the bonds, then
+encoded with small numpy lookup tables; no per-feature Python loop runs per atom.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from itertools import chain
+from typing import Any
+
+import numpy as np
+import torch
+from rdkit import Chem, rdBase
+from torch_geometric.data import Data
+
+from graphattn.errors import GraphInputError
+
+__all__ = [
+    "DEFAULT_ELEMENTS",
+    "InvalidSmilesError",
+    "MoleculeFeaturizer",
+    "featurize_smiles",
+    "parse_smiles",
+    "rdkit_log_lines",
+]
+
+DEFAULT_ELEMENTS: tuple[str, ...] = (
+    "H", "C", "N", "O", "F", "P", "S", "Cl", "Br", "I", "B", "Si", "Se",
+)  # fmt: skip
+_HYBRIDIZATION_CODES = {name: int(code) for name, code in Chem.HybridizationType.names.items()}
+_BOND_TYPES = ("SINGLE", "DOUBLE", "TRIPLE", "AROMATIC")
+_BOND_TYPE_CODES = [int(Chem.BondType.names[name]) for name in _BOND_TYPES]
+_PERIODIC_TABLE = Chem.GetPeriodicTable()
+_LOG_PREFIX = re.compile(r"^\[\d\d:\d\d:\d\d\]\s*")
+
+
+class InvalidSmilesError(GraphInputError):
+    """A SMILES string (or molecule) that RDKit cannot turn into a valid molecule.
+
+    Attributes:
+        smiles: the offending input, as given.
+        reason: RDKit's explanation, when it gave one.
+    """
+
+    def __init__(self, smiles: str, reason: str) -> None:
+        self.smiles = smiles
+        self.reason = reason
+        super().__init__(f"invalid SMILES {smiles!r}: {reason}")
+
+
+def rdkit_log_lines(messages: str, echo: str | None = None) -> list[str]:
+    """The distinct messages of a captured RDKit log, without timestamps.
+
+    Args:
+        messages (str): the captured text (``rdBase.CaptureErrorLog().messages``).
+        echo (str, optional): the input, whose echo by RDKit (and the caret line
+            pointing into it) is dropped.
+    """
+    lines = [_LOG_PREFIX.sub("", line).strip() for line in messages.splitlines()]
+    lines = [line.removeprefix("SMILES Parse Error: ").rstrip(":") for line in lines]
+    lines = [line for line in lines if line.strip("^~ ") and line != echo]
+    return [line for i, line in enumerate(lines) if line not in lines[:i]]
+
+
+def _failure_reason(smiles: str) -> str:
+    """Re-parse a SMILES that failed, this time capturing RDKit's error message."""
+    capture_cls = getattr(rdBase, "CaptureErrorLog", None)  # RDKit >= 2025.09
+    if capture_cls is not None:
+        with rdBase.BlockLogs(), capture_cls() as capture:
+            Chem.MolFromSmiles(smiles)
+        lines = rdkit_log_lines(capture.messages, echo=smiles)
+        if lines:
+            return "; ".join(lines)
+    with rdBase.BlockLogs():
+        mol = Chem.MolFromSmiles(smiles, sanitize=False)
+        if mol is None:
+            return "SMILES syntax error"
+        try:
+            Chem.SanitizeMol(mol)
+        except Exception as err:  # RDKit raises several unrelated exception types here
+            return str(err)
+    return "RDKit could not parse it"
+
+
+def parse_smiles(smiles: str) -> Chem.Mol:
+    """Parse and sanitise a SMILES string with RDKit's defaults, logging nothing.
+
+    Surrounding whitespace is ignored. Hydrogens written in the SMILES are merged into
+    their heavy atoms where RDKit does so by default.
+
+    Args:
+        smiles (str): the SMILES string.
+
+    Returns:
+        rdkit.Chem.Mol: the sanitised molecule.
+
+    Raises:
+        InvalidSmilesError: the string is empty, unparsable or chemically invalid;
+            the message holds the string and RDKit's reason.
+        TypeError: ``smiles`` is not a string.
+    """
+    if not isinstance(smiles, str):
+        raise TypeError(f"expected a SMILES string, got {type(smiles).__name__}: {smiles!r}")
+    text = smiles.strip()
+    if not text:
+        raise InvalidSmilesError(smiles, "empty SMILES")
+    with rdBase.BlockLogs():
+        mol = Chem.MolFromSmiles(text)
+    if mol is None:
+        raise InvalidSmilesError(smiles, _failure_reason(text))
+    if mol.GetNumAtoms() == 0:
+        raise InvalidSmilesError(smiles, "the molecule has no atoms")
+    return mol
+
+
+@dataclass(frozen=True)
+class _OneHotEncoder:
+    """Encodes rows of raw integer properties as one-hot blocks followed by 0/1 flags.
+
+    Each block has a lookup table spanning ``min(codes) - 1 .. max(codes) + 1``; a raw
+    value is shifted by the table's ``low``, clipped into the table, and read off. The
+    table's first and last entries (and any gaps) point at the block's ``other``
+    column, so no value falls outside its block. All tables are concatenated, so a
+    whole molecule is encoded with a handful of numpy operations.
+    """
+
+    block_props: np.ndarray  # [B] column of the raw matrix read by each block
+    low: np.ndarray  # [B] code at position 0 of each block's table
+    last: np.ndarray  # [B] last position of each block's table
+    base: np.ndarray  # [B] start of each block's table in ``table``
+    table: np.ndarray  # concatenated tables, holding output columns
+    flag_props: np.ndarray  # [F] columns of the raw matrix copied as 0/1 flags
+    dim: int
+
+    @classmethod
+    def build(
+        cls, blocks: list[tuple[int, Sequence[int]]], flag_props: list[int]
+    ) -> _OneHotEncoder:
+        """From ``(raw column, codes with their own output column)`` pairs and flag columns."""
+        tables, low, last, base, width = [], [], [], [], 0
+        for _, codes in blocks:
+            lo, hi = min(codes) - 1, max(codes) + 1
+            table = np.full(hi - lo + 1, width + len(codes), dtype=np.int64)
+            table[np.asarray(codes) - lo] = width + np.arange(len(codes))
+            base.append(sum(len(t) for t in tables))
+            tables.append(table)
+            low.append(lo)
+            last.append(len(table) - 1)
+            width += len(codes) + 1
+        return cls(
+            block_props=np.array([prop for prop, _ in blocks], dtype=np.int64),
+            low=np.array(low, dtype=np.int64),
+            last=np.array(last, dtype=np.int64),
+            base=np.array(base, dtype=np.int64),
+            table=np.concatenate(tables),
+            flag_props=np.array(flag_props, dtype=np.int64),
+            dim=width + len(flag_props),
+        )
+
+    def __call__(self, raw: np.ndarray) -> np.ndarray:
+        """Features ``[N, dim]`` (float32) of raw properties ``[N, P]`` (int64)."""
+        out = np.zeros((raw.shape[0], self.dim), dtype=np.float32)
+        position = np.minimum(np.maximum(raw[:, self.block_props] - self.low, 0), self.last)
+        out[np.arange(raw.shape[0])[:, None], self.table[position + self.base]] = 1.0
+        if len(self.flag_props):
+            out[:, self.dim - len(self.flag_props) :] = raw[:, self.flag_props]
+        return out
+
+
+@dataclass(frozen=True)
+class MoleculeFeaturizer:
+    r"""Settings and code to turn a molecule into a :class:`~torch_geometric.data.Data`.
+
+    Atom feature layout (each part present only when its flag is on, in this order):
+    ``element=<symbol>`` for each of :attr:`elements` then ``element=other``;
+    ``degree=<d>`` ... ``degree=other``; ``formal_charge=<c>`` ... ``formal_charge=other``;
+    ``num_hs=<h>`` ... ``num_hs=other`` (hydrogens attached, implicit and explicit);
+    ``hybridization=<name>`` ... ``hybridization=other``; ``aromatic``; ``in_ring``.
+    Bond feature layout: ``bond_type=SINGLE|DOUBLE|TRIPLE|AROMATIC|other``,
+    ``conjugated``, ``in_ring``. Read the names from :attr:`atom_feature_names` and
+    :attr:`bond_feature_names`.
+
+    Args:
+        elements (tuple[str, ...]): element symbols with their own column; any other
+            element goes to ``element=other``. (default: :obj:`DEFAULT_ELEMENTS`)
+        degree (bool): one-hot number of bonded neighbours. (default: :obj:`True`)
+        formal_charge (bool): one-hot formal charge. (default: :obj:`True`)
+        num_hs (bool): one-hot total number of attached hydrogens. (default: :obj:`True`)
+        hybridization (bool): one-hot hybridisation. (default: :obj:`True`)
+        aromatic (bool): atom aromaticity flag. (default: :obj:`True`)
+        in_ring (bool): atom ring-membership flag. (default: :obj:`True`)
+        bond_conjugated (bool): bond conjugation flag. (default: :obj:`True`)
+        bond_in_ring (bool): bond ring-membership flag. (default: :obj:`True`)
+        add_hs (bool): add every hydrogen as an explicit node (``Chem.AddHs``). By
+            default hydrogens stay implicit, except those RDKit keeps from the SMILES
+            (e.g. isotopes such as ``[2H]``). (default: :obj:`False`)
+        degrees (tuple[int, ...]): degree values with their own column.
+        formal_charges (tuple[int, ...]): formal charges with their own column.
+        num_hs_values (tuple[int, ...]): hydrogen counts with their own column.
+        hybridizations (tuple[str, ...]): names of ``rdkit.Chem.HybridizationType``
+            values with their own column.
+    """
+
+    elements: tuple[str, ...] = DEFAULT_ELEMENTS
+    degree: bool = True
+    formal_charge: bool = True
+    num_hs: bool = True
+    hybridization: bool = True
+    aromatic: bool = True
+    in_ring: bool = True
+    bond_conjugated: bool = True
+    bond_in_ring: bool = True
+    add_hs: bool = False
+    degrees: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
+    formal_charges: tuple[int, ...] = (-2, -1, 0, 1, 2)
+    num_hs_values: tuple[int, ...] = (0, 1, 2, 3, 4)
+    hybridizations: tuple[str, ...] = ("SP", "SP2", "SP3", "SP3D", "SP3D2")
+    _encoders: tuple[_OneHotEncoder, _OneHotEncoder] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name in ("elements", "degrees", "formal_charges", "num_hs_values", "hybridizations"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+            values = getattr(self, name)
+            if not values or len(set(values)) != len(values):
+                raise GraphInputError(f"{name} must be a non-empty list without repeats: {values}")
+        if "other" in self.elements:
+            raise GraphInputError("elements: do not list 'other', its column is always added")
+        try:
+            numbers = [_PERIODIC_TABLE.GetAtomicNumber(symbol) for symbol in self.elements]
+        except RuntimeError as err:
+            raise GraphInputError(f"elements {self.elements}: unknown element symbol") from err
+        unknown = [name for name in self.hybridizations if name not in _HYBRIDIZATION_CODES]
+        if unknown:
+            raise GraphInputError(
+                f"hybridizations: unknown names {unknown}; known: {sorted(_HYBRIDIZATION_CODES)}"
+            )
+        hybridization_codes = [_HYBRIDIZATION_CODES[name] for name in self.hybridizations]
+        # (raw property column, on, codes): see _atom_properties and _bond_properties.
+        blocks = [
+            (0, True, numbers),
+            (5, self.degree, self.degrees),
+            (1, self.formal_charge, self.formal_charges),
+            (2, self.num_hs, self.num_hs_values),
+            (3, self.hybridization, hybridization_codes),
+        ]
+        atom_encoder = _OneHotEncoder.build(
+            [(prop, codes) for prop, on, codes in blocks if on],
+            [prop for prop, on in ((4, self.aromatic), (6, self.in_ring)) if on],
+        )
+        bond_encoder = _OneHotEncoder.build(
+            [(2, _BOND_TYPE_CODES)],
+            [prop for prop, on in ((3, self.bond_conjugated), (4, self.bond_in_ring)) if on],
+        )
+        object.__setattr__(self, "_encoders", (atom_encoder, bond_encoder))
+
+    # ----------------------------------------------------------------- feature names
+    @property
+    def atom_feature_names(self) -> list[str]:
+        """Names of the columns of ``x``, in order."""
+        names = [f"element={e}" for e in self.elements] + ["element=other"]
+        for flag, prefix, values in (
+            (self.degree, "degree", self.degrees),
+            (self.formal_charge, "formal_charge", self.formal_charges),
+            (self.num_hs, "num_hs", self.num_hs_values),
+            (self.hybridization, "hybridization", self.hybridizations),
+        ):
+            if flag:
+                names += [f"{prefix}={v}" for v in values] + [f"{prefix}=other"]
+        return names + [name for name in ("aromatic", "in_ring") if getattr(self, name)]
+
+    @property
+    def bond_feature_names(self) -> list[str]:
+        """Names of the columns of ``edge_attr``, in order."""
+        names = [f"bond_type={t}" for t in _BOND_TYPES] + ["bond_type=other"]
+        if self.bond_conjugated:
+            names.append("conjugated")
+        if self.bond_in_ring:
+            names.append("in_ring")
+        return names
+
+    @property
+    def atom_dim(self) -> int:
+        """Number of atom features (columns of ``x``)."""
+        return len(self.atom_feature_names)
+
+    @property
+    def bond_dim(self) -> int:
+        """Number of bond features (columns of ``edge_attr``)."""
+        return len(self.bond_feature_names)
+
+    # ----------------------------------------------------------------- persistence
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as JSON-serialisable plain types (for checkpoints)."""
+        settings = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+        return {key: list(v) if isinstance(v, tuple) else v for key, v in settings.items()}
+
+    @classmethod
+    def from_dict(cls, settings: dict[str, Any]) -> MoleculeFeaturizer:
+        """Rebuild a featurizer from :meth:`to_dict`'s output.
+
+        Args:
+            settings (dict): field name -> value; missing fields take their default.
+
+        Raises:
+            GraphInputError: an unknown setting name.
+        """
+        known = {f.name for f in fields(cls) if f.init}
+        unknown = sorted(set(settings) - known)
+        if unknown:
+            raise GraphInputError(f"unknown featurizer settings {unknown}; known: {sorted(known)}")
+        return cls(**settings)
+
+    # ----------------------------------------------------------------- featurizing
+    def __call__(self, smiles_or_mol: str | Chem.Mol) -> Data:
+        """Featurize one molecule.
+
+        Args:
+            smiles_or_mol (str or rdkit.Chem.Mol): a SMILES string or a sanitised molecule.
+
+        Returns:
+            torch_geometric.data.Data: with ``x`` float32 ``[num_atoms, atom_dim]``,
+            ``edge_index`` long ``[2, 2 * num_bonds]`` (columns ``2k`` and ``2k + 1`` are
+            the two directions of bond ``k``), ``edge_attr`` float32
+            ``[2 * num_bonds, bond_dim]``, ``smiles`` (canonical SMILES, without the
+            hydrogens added by ``add_hs``) and ``num_nodes``.
+
+        Raises:
+            InvalidSmilesError: empty, unparsable or invalid SMILES, or a molecule
+                without atoms.
+            TypeError: neither a string nor an RDKit molecule.
+        """
+        if isinstance(smiles_or_mol, Chem.Mol):
+            mol = smiles_or_mol
+            if mol.GetNumAtoms() == 0:
+                raise InvalidSmilesError("", "the molecule has no atoms")
+        else:
+            mol = parse_smiles(smiles_or_mol)
+        canonical = Chem.MolToSmiles(mol)
+        if self.add_hs:
+            mol = Chem.AddHs(mol)
+        x, edge_index, edge_attr = self._features(mol)
+        return Data(
+            x=torch.from_numpy(x),
+            edge_index=torch.from_numpy(edge_index),
+            edge_attr=torch.from_numpy(edge_attr),
+            smiles=canonical,
+            num_nodes=x.shape[0],
+        )
+
+    def _features(self, mol: Chem.Mol) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``x`` float32 ``[num_atoms, atom_dim]``, ``edge_index`` int64 ``[2, 2 * num_bonds]``
+        and ``edge_attr`` float32 ``[2 * num_bonds, bond_dim]`` of a molecule."""
+        rings = mol.GetRingInfo()
+        bonds = _bond_properties(mol, rings.BondRings())
+        x = self._encoders[0](_atom_properties(mol, bonds, rings.AtomRings()))
+        edge_index = np.empty((2, 2 * bonds.shape[0]), dtype=np.int64)
+        edge_index[0, 0::2] = edge_index[1, 1::2] = bonds[:, 0]
+        edge_index[0, 1::2] = edge_index[1, 0::2] = bonds[:, 1]
+        return x, edge_index, np.repeat(self._encoders[1](bonds), 2, axis=0)
+
+
+def _in_rings(size: int, rings: tuple[tuple[int, ...], ...]) -> np.ndarray:
+    """0/1 int64 ``[size]``: whether each atom (or bond) index occurs in ``rings``."""
+    flags = np.zeros(size, dtype=np.int64)
+    if rings:
+        flags[list(chain.from_iterable(rings))] = 1
+    return flags
+
+
+def _atom_properties(
+    mol: Chem.Mol, bonds: np.ndarray, rings: tuple[tuple[int, ...], ...]
+) -> np.ndarray:
+    """Raw integer properties ``[num_atoms, 7]``: atomic number, formal charge, attached
+    hydrogens, hybridisation code, aromatic, degree, in a ring.
+
+    Degree (explicit bonds) and ring membership come from ``bonds`` (see
+    :func:`_bond_properties`) and the ring info's atom rings, not from one RDKit call
+    per atom."""
+    num_atoms = mol.GetNumAtoms()
+    props = np.empty((num_atoms, 7), dtype=np.int64)
+    props[:, :5] = np.array(
+        [
+            (
+                atom.GetAtomicNum(),
+                atom.GetFormalCharge(),
+                atom.GetTotalNumHs(True),
+                int(atom.GetHybridization()),
+                atom.GetIsAromatic(),
+            )
+            for atom in map(mol.GetAtomWithIdx, range(num_atoms))
+        ],
+        dtype=np.int64,
+    ).reshape(-1, 5)
+    props[:, 5] = np.bincount(bonds[:, :2].ravel(), minlength=num_atoms)
+    props[:, 6] = _in_rings(num_atoms, rings)
+    return props
+
+
+def _bond_properties(mol: Chem.Mol, rings: tuple[tuple[int, ...], ...]) -> np.ndarray:
+    """Raw integer properties ``[num_bonds, 5]``: begin atom, end atom, bond type code,
+    conjugated, in a ring (from the ring info's bond rings)."""
+    num_bonds = mol.GetNumBonds()
+    props = np.empty((num_bonds, 5), dtype=np.int64)
+    props[:, :4] = np.array(
+        [
+            (
+                bond.GetBeginAtomIdx(),
+                bond.GetEndAtomIdx(),
+                int(bond.GetBondType()),
+                bond.GetIsConjugated(),
+            )
+            for bond in map(mol.GetBondWithIdx, range(num_bonds))
+        ],
+        dtype=np.int64,
+    ).reshape(-1, 4)
+    props[:, 4] = _in_rings(num_bonds, rings)
+    return props
+
+
+def featurize_smiles(smiles: str | Chem.Mol, featurizer: MoleculeFeaturizer | None = None) -> Data:
+    """Featurize one molecule with ``featurizer`` (default settings when ``None``).
+
+    Args:
+        smiles (str or rdkit.Chem.Mol): the molecule.
+        featurizer (MoleculeFeaturizer, optional): the settings to use.
+
+    Returns:
+        torch_geometric.data.Data: see :meth:`MoleculeFeaturizer.__call__`.
+    """
+    return (featurizer if featurizer is not None else _DEFAULT)(smiles)
+
+
+_DEFAULT = MoleculeFeaturizer()

@@ -1,0 +1,280 @@
+"""Tests of graphattn.featurize.molecule: graphs and one-hot features of known molecules."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from rdkit import Chem, rdBase
+
+from graphattn.errors import GraphInputError
+from graphattn.featurize.molecule import (
+    InvalidSmilesError,
+    MoleculeFeaturizer,
+    featurize_smiles,
+    parse_smiles,
+)
+
+CAFFEINE = "Cn1cnc2c1c(=O)n(C)c(=O)n2C"
+GLYCINE_ZWITTERION = "[NH3+]CC(=O)[O-]"
+MOLECULES = ["CCO", CAFFEINE, "c1ccccc1", GLYCINE_ZWITTERION, "C#CC(=O)N", "FS(F)(F)(F)(F)F"]
+ATOM_FLAGS = ["degree", "formal_charge", "num_hs", "hybridization", "aromatic", "in_ring"]
+BOND_FLAGS = ["bond_conjugated", "bond_in_ring"]
+UNCLOSED_RING = "unclosed ring" if hasattr(rdBase, "CaptureErrorLog") else "syntax error"
+
+
+def column(featurizer: MoleculeFeaturizer, name: str) -> int:
+    return featurizer.atom_feature_names.index(name)
+
+
+def one_hot_blocks(names: list[str]) -> dict[str, list[int]]:
+    """Column indices of each one-hot block (names ``prefix=value``)."""
+    blocks: dict[str, list[int]] = {}
+    for j, name in enumerate(names):
+        if "=" in name:
+            blocks.setdefault(name.split("=")[0], []).append(j)
+    return blocks
+
+
+@pytest.mark.parametrize(
+    ("smiles", "num_atoms", "num_bonds"),
+    [("CCO", 3, 2), (CAFFEINE, 14, 15), ("c1ccccc1", 6, 6), ("C", 1, 0)],
+)
+def test_sizes_shapes_and_dtypes(smiles: str, num_atoms: int, num_bonds: int) -> None:
+    featurizer = MoleculeFeaturizer()
+    data = featurizer(smiles)
+    assert data.num_nodes == num_atoms
+    assert data.x.shape == (num_atoms, featurizer.atom_dim)
+    assert data.x.dtype == torch.float32
+    assert data.edge_index.shape == (2, 2 * num_bonds)
+    assert data.edge_index.dtype == torch.long
+    assert data.edge_attr.shape == (2 * num_bonds, featurizer.bond_dim)
+    assert data.edge_attr.dtype == torch.float32
+
+
+def test_single_atom_has_empty_edges() -> None:
+    featurizer = MoleculeFeaturizer()
+    data = featurizer("[Na+]")
+    assert data.edge_index.shape == (2, 0)
+    assert data.edge_attr.shape == (0, featurizer.bond_dim)
+
+
+@pytest.mark.parametrize("smiles", MOLECULES)
+def test_each_one_hot_block_sums_to_one(smiles: str) -> None:
+    featurizer = MoleculeFeaturizer()
+    data = featurizer(smiles)
+    for prefix, cols in one_hot_blocks(featurizer.atom_feature_names).items():
+        assert torch.equal(data.x[:, cols].sum(1), torch.ones(data.num_nodes)), prefix
+    for prefix, cols in one_hot_blocks(featurizer.bond_feature_names).items():
+        assert torch.all(data.edge_attr[:, cols].sum(1) == 1), prefix
+    assert set(data.x.unique().tolist()) <= {0.0, 1.0}
+
+
+def test_element_columns_match_rdkit_atoms() -> None:
+    featurizer = MoleculeFeaturizer()
+    data = featurizer(CAFFEINE)
+    symbols = [atom.GetSymbol() for atom in Chem.MolFromSmiles(CAFFEINE).GetAtoms()]
+    assert set(symbols) == {"C", "N", "O"}
+    for i, symbol in enumerate(symbols):
+        assert data.x[i, column(featurizer, f"element={symbol}")] == 1
+    counts = {s: int(data.x[:, column(featurizer, f"element={s}")].sum()) for s in "CNO"}
+    assert counts == {"C": 8, "N": 4, "O": 2}
+
+
+def test_degree_hydrogens_and_hybridisation() -> None:
+    featurizer = MoleculeFeaturizer()
+    data = featurizer("C#CC(=O)N")  # propiolamide: atoms C C C O N
+    expected = [
+        ("degree=1", "num_hs=1", "hybridization=SP"),
+        ("degree=2", "num_hs=0", "hybridization=SP"),
+        ("degree=3", "num_hs=0", "hybridization=SP2"),
+        ("degree=1", "num_hs=0", "hybridization=SP2"),
+        ("degree=1", "num_hs=2", "hybridization=SP2"),
+    ]
+    for i, names in enumerate(expected):
+        for name in names:
+            assert data.x[i, column(featurizer, name)] == 1, (i, name)
+    assert data.x[:, column(featurizer, "aromatic")].sum() == 0
+
+
+def test_degree_outside_list_goes_to_other() -> None:
+    featurizer = MoleculeFeaturizer()
+    data = featurizer("FS(F)(F)(F)(F)F")
+    sulfur = column(featurizer, "element=S")
+    (row,) = torch.nonzero(data.x[:, sulfur]).flatten().tolist()
+    assert data.x[row, column(featurizer, "degree=other")] == 1
+
+
+def test_benzene_bonds_are_aromatic_both_directions() -> None:
+    featurizer = MoleculeFeaturizer()
+    data = featurizer("c1ccccc1")
+    assert data.edge_index.shape[1] == 12
+    names = featurizer.bond_feature_names
+    assert torch.all(data.edge_attr[:, names.index("bond_type=AROMATIC")] == 1)
+    assert torch.all(data.edge_attr[:, names.index("in_ring")] == 1)
+    assert torch.all(data.x[:, column(featurizer, "aromatic")] == 1)
+    assert torch.all(data.x[:, column(featurizer, "in_ring")] == 1)
+    assert torch.all(torch.bincount(data.edge_index[0], minlength=6) == 2)
+
+
+def test_bond_types_of_a_chain() -> None:
+    featurizer = MoleculeFeaturizer()
+    data = featurizer("C=CC#N")
+    names = featurizer.bond_feature_names
+    per_bond = data.edge_attr[0::2]
+    kinds = [names[j] for j in per_bond[:, :5].argmax(1).tolist()]
+    assert kinds == ["bond_type=DOUBLE", "bond_type=SINGLE", "bond_type=TRIPLE"]
+    assert torch.all(per_bond[:, names.index("conjugated")] == 1)
+    assert torch.all(per_bond[:, names.index("in_ring")] == 0)
+
+
+def test_zwitterion_charges() -> None:
+    featurizer = MoleculeFeaturizer()
+    data = featurizer(GLYCINE_ZWITTERION)
+    plus = data.x[:, column(featurizer, "formal_charge=1")]
+    minus = data.x[:, column(featurizer, "formal_charge=-1")]
+    assert plus.sum() == 1 and minus.sum() == 1
+    nitrogen = data.x[:, column(featurizer, "element=N")]
+    assert torch.equal(plus, nitrogen)
+    assert data.x[minus.argmax(), column(featurizer, "element=O")] == 1
+    assert data.x[plus.argmax(), column(featurizer, "num_hs=3")] == 1
+
+
+@pytest.mark.parametrize("smiles", MOLECULES)
+def test_every_edge_has_its_reverse_with_same_attributes(smiles: str) -> None:
+    data = MoleculeFeaturizer()(smiles)
+    attrs = {(i, j): data.edge_attr[k] for k, (i, j) in enumerate(data.edge_index.t().tolist())}
+    assert len(attrs) == data.edge_index.shape[1]  # no duplicate edges
+    for (i, j), attr in attrs.items():
+        assert i != j
+        assert torch.equal(attrs[(j, i)], attr)
+    bonds = {tuple(sorted((b.GetBeginAtomIdx(), b.GetEndAtomIdx())))
+             for b in Chem.MolFromSmiles(smiles).GetBonds()}  # fmt: skip
+    assert {tuple(sorted(pair)) for pair in attrs} == bonds
+
+
+@pytest.mark.parametrize(("smiles", "symbol"), [("[Na+].[Cl-]", "Na"), ("C[Ge](C)(C)C", "Ge")])
+def test_element_outside_vocabulary_goes_to_other(smiles: str, symbol: str) -> None:
+    featurizer = MoleculeFeaturizer()
+    data = featurizer(smiles)
+    symbols = [atom.GetSymbol() for atom in Chem.MolFromSmiles(smiles).GetAtoms()]
+    other = data.x[:, column(featurizer, "element=other")]
+    assert other.tolist() == [float(s == symbol) for s in symbols]
+
+
+def test_custom_vocabulary() -> None:
+    featurizer = MoleculeFeaturizer(elements=("C", "N"))
+    assert featurizer.atom_feature_names[:3] == ["element=C", "element=N", "element=other"]
+    data = featurizer("CCO")
+    assert data.x[:, :3].tolist() == [[1, 0, 0], [1, 0, 0], [0, 0, 1]]
+
+
+@pytest.mark.parametrize("flag", ATOM_FLAGS + BOND_FLAGS)
+def test_switching_a_feature_off_drops_exactly_its_columns(flag: str) -> None:
+    full = MoleculeFeaturizer()
+    reduced = MoleculeFeaturizer(**{flag: False})
+    is_atom = flag in ATOM_FLAGS
+    names = full.atom_feature_names if is_atom else full.bond_feature_names
+    kept = reduced.atom_feature_names if is_atom else reduced.bond_feature_names
+    feature = flag.removeprefix("bond_")
+    dropped = [n for n in names if n == feature or n.startswith(feature + "=")]
+    assert dropped and kept == [n for n in names if n not in dropped]
+    assert (reduced.atom_dim, reduced.bond_dim) == (
+        (full.atom_dim - len(dropped), full.bond_dim)
+        if is_atom
+        else (full.atom_dim, full.bond_dim - len(dropped))
+    )
+    for smiles in MOLECULES:
+        a, b = full(smiles), reduced(smiles)
+        if is_atom:
+            assert b.x.shape[1] == reduced.atom_dim
+            assert torch.equal(b.x, a.x[:, [names.index(n) for n in kept]])
+        else:
+            assert b.edge_attr.shape[1] == reduced.bond_dim
+            assert torch.equal(b.edge_attr, a.edge_attr[:, [names.index(n) for n in kept]])
+
+
+def test_settings_round_trip_through_json() -> None:
+    featurizer = MoleculeFeaturizer(elements=("C", "O", "Br"), num_hs=False, add_hs=True)
+    settings = json.loads(json.dumps(featurizer.to_dict()))
+    restored = MoleculeFeaturizer.from_dict(settings)
+    assert restored == featurizer
+    assert restored.atom_feature_names == featurizer.atom_feature_names
+    assert torch.equal(restored(CAFFEINE).x, featurizer(CAFFEINE).x)
+    assert MoleculeFeaturizer.from_dict(settings) != MoleculeFeaturizer()
+
+
+def test_unknown_settings_are_rejected() -> None:
+    with pytest.raises(GraphInputError, match="colour"):
+        MoleculeFeaturizer.from_dict({"colour": "blue"})
+    with pytest.raises(GraphInputError, match="element"):
+        MoleculeFeaturizer(elements=("C", "Xx"))
+    with pytest.raises(GraphInputError, match="repeats"):
+        MoleculeFeaturizer(elements=("C", "C"))
+    with pytest.raises(GraphInputError, match="SP9"):
+        MoleculeFeaturizer(hybridizations=("SP", "SP9"))
+
+
+@pytest.mark.parametrize("smiles", ["C1CC", "xyz", "C(C)(C)(C)(C)C", "CC(", "c1cccc1"])
+def test_invalid_smiles_raise_with_the_string(smiles: str) -> None:
+    with pytest.raises(InvalidSmilesError) as info:
+        MoleculeFeaturizer()(smiles)
+    assert repr(smiles) in str(info.value)
+    assert info.value.smiles == smiles and info.value.reason
+    assert isinstance(info.value, GraphInputError) and isinstance(info.value, ValueError)
+
+
+def test_invalid_smiles_reason_is_captured_and_not_printed(capfd: pytest.CaptureFixture) -> None:
+    # RDKit's own message needs rdBase.CaptureErrorLog (RDKit >= 2025.09)
+    with pytest.raises(InvalidSmilesError, match=UNCLOSED_RING):
+        parse_smiles("C1CC")
+    with pytest.raises(InvalidSmilesError, match="valence"):
+        parse_smiles("C(C)(C)(C)(C)C")
+    captured = capfd.readouterr()
+    assert "C1CC" not in captured.err and "valence" not in captured.err
+
+
+@pytest.mark.parametrize("smiles", ["", "   "])
+def test_empty_smiles_raises(smiles: str) -> None:
+    with pytest.raises(InvalidSmilesError, match="empty") as info:
+        featurize_smiles(smiles)
+    assert repr(smiles) in str(info.value)
+
+
+def test_non_string_input_raises_type_error() -> None:
+    with pytest.raises(TypeError, match="float"):
+        MoleculeFeaturizer()(float("nan"))  # type: ignore[arg-type]
+
+
+def test_smiles_is_canonical_and_molecules_are_accepted() -> None:
+    featurizer = MoleculeFeaturizer()
+    canonical = Chem.MolToSmiles(Chem.MolFromSmiles("OCC"))
+    assert featurizer("OCC").smiles == featurizer(" CCO ").smiles == canonical
+    from_mol = featurizer(Chem.MolFromSmiles(CAFFEINE))
+    from_smiles = featurize_smiles(CAFFEINE)
+    assert torch.equal(from_mol.x, from_smiles.x)
+    assert torch.equal(from_mol.edge_index, from_smiles.edge_index)
+
+
+def test_hydrogens_implicit_unless_asked() -> None:
+    implicit = MoleculeFeaturizer()("CCO")
+    explicit_featurizer = MoleculeFeaturizer(add_hs=True)
+    explicit = explicit_featurizer("CCO")
+    assert implicit.num_nodes == 3
+    assert explicit.num_nodes == 9 and explicit.edge_index.shape[1] == 16
+    assert explicit.smiles == implicit.smiles
+    hydrogen = explicit.x[:, column(explicit_featurizer, "element=H")]
+    assert hydrogen.sum() == 6
+    # hydrogens attached are counted the same way whether implicit or explicit
+    hs_cols = [column(explicit_featurizer, f"num_hs={h}") for h in range(5)]
+    assert torch.equal(explicit.x[:3, hs_cols], implicit.x[:, hs_cols])
+    assert MoleculeFeaturizer()("[2H]OC").num_nodes == 3  # kept as RDKit keeps it
+
+
+def test_reason_without_rdkit_log_capture(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(rdBase, "CaptureErrorLog", raising=False)
+    with pytest.raises(InvalidSmilesError, match="syntax error"):
+        parse_smiles("C1CC")
+    with pytest.raises(InvalidSmilesError, match="valence"):
+        parse_smiles("C(C)(C)(C)(C)C")

@@ -1,0 +1,214 @@
+"""Tests of graphattn.datasets.molecules: CSV/SDF loading, skipped rows, named data sets."""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from rdkit import Chem, RDConfig, rdBase
+from rdkit.Chem import Descriptors, rdMolDescriptors
+
+from graphattn.datasets.molecules import (
+    MOLECULE_DATASETS,
+    MoleculeCSV,
+    MoleculeSDF,
+    load_molecule_dataset,
+    nci_tpsa_path,
+)
+from graphattn.errors import GraphInputError
+from graphattn.featurize.molecule import MoleculeFeaturizer
+
+CAPTURES_LOG = hasattr(rdBase, "CaptureErrorLog")
+UNCLOSED_RING = "unclosed ring" if CAPTURES_LOG else "syntax error"
+BAD_CSV = """name,smiles,logS,pKa
+ethanol, CCO ,-0.1,15.9
+broken,C1CC,1.0,2.0
+no-logS,c1ccccc1,,4.0
+text-target,CCN,abc,3.0
+empty-smiles,,1.0,1.0
+short-row,CCC
+phenol,Oc1ccccc1,-0.04,10.0
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "data.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.fixture
+def bad_dataset(tmp_path: Path) -> MoleculeCSV:
+    return MoleculeCSV(write(tmp_path, BAD_CSV), target_cols=["logS", "pKa"])
+
+
+def test_csv_keeps_good_rows_with_nan_for_missing(bad_dataset: MoleculeCSV) -> None:
+    assert bad_dataset.num_rows_read == 7
+    assert len(bad_dataset) == 3
+    assert bad_dataset.rows == [0, 2, 6]
+    assert [d.row for d in bad_dataset] == [0, 2, 6]
+    assert bad_dataset.smiles == ["CCO", "c1ccccc1", "Oc1ccccc1"]
+    assert bad_dataset.targets.shape == (3, 2)
+    assert bad_dataset.targets.dtype == torch.float32
+    assert bad_dataset[0].y.shape == (1, 2)
+    assert bad_dataset[0].y[0].tolist() == pytest.approx([-0.1, 15.9])
+    assert math.isnan(bad_dataset[1].y[0, 0]) and bad_dataset[1].y[0, 1] == 4.0
+    for i, data in enumerate(bad_dataset):
+        torch.testing.assert_close(
+            data.y[0], bad_dataset.targets[i], rtol=0, atol=0, equal_nan=True
+        )
+
+
+def test_csv_records_skipped_rows_with_reasons(bad_dataset: MoleculeCSV) -> None:
+    skipped = {s.row: s for s in bad_dataset.skipped}
+    assert sorted(skipped) == [1, 3, 4, 5]
+    assert skipped[1].smiles == "C1CC" and UNCLOSED_RING in skipped[1].reason
+    assert "logS" in skipped[3].reason and "'abc'" in skipped[3].reason
+    assert skipped[4].smiles == "" and "empty" in skipped[4].reason
+    assert "fields" in skipped[5].reason
+    assert len(bad_dataset) + len(bad_dataset.skipped) == bad_dataset.num_rows_read
+
+
+def test_write_skipped(bad_dataset: MoleculeCSV, tmp_path: Path) -> None:
+    written = bad_dataset.write_skipped(tmp_path)
+    assert written == tmp_path / "skipped.csv"
+    rows = read_csv(written)
+    assert list(rows[0]) == ["row", "smiles", "reason"]
+    assert [int(r["row"]) for r in rows] == [s.row for s in bad_dataset.skipped]
+    assert [r["reason"] for r in rows] == [s.reason for s in bad_dataset.skipped]
+
+
+def test_write_skipped_writes_header_when_nothing_skipped(tmp_path: Path) -> None:
+    dataset = MoleculeCSV(write(tmp_path, "smiles,y\nCCO,1\n"), target_cols="y")
+    path = dataset.write_skipped(tmp_path / "none.csv")
+    assert path.read_text(encoding="utf-8").splitlines() == ["row,smiles,reason"]
+
+
+def test_skipped_rows_are_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="graphattn.datasets.molecules"):
+        MoleculeCSV(write(tmp_path, BAD_CSV), target_cols=["logS"], name="bad")
+    assert any("skipped 4 of 7" in r.getMessage() for r in caplog.records)
+
+
+def test_missing_column_lists_available_columns(tmp_path: Path) -> None:
+    path = write(tmp_path, BAD_CSV)
+    with pytest.raises(GraphInputError, match="'solubility' not found") as info:
+        MoleculeCSV(path, target_cols=["solubility"])
+    assert "logS" in str(info.value) and "pKa" in str(info.value)
+    with pytest.raises(GraphInputError, match="'SMILES' not found"):
+        MoleculeCSV(path, smiles_col="SMILES", target_cols="logS")
+
+
+def test_empty_csv_raises(tmp_path: Path) -> None:
+    with pytest.raises(GraphInputError, match="empty"):
+        MoleculeCSV(write(tmp_path, ""), target_cols="y")
+
+
+def test_column_names_match_despite_surrounding_spaces(tmp_path: Path) -> None:
+    dataset = MoleculeCSV(write(tmp_path, "smiles , y \nCCO,2.5\n"), target_cols="y")
+    assert dataset.targets.tolist() == [[2.5]]
+
+
+def test_limit_headerless_and_comments(tmp_path: Path) -> None:
+    text = "# a comment\nCCO,1.0\n\nCCN,2.0\nCCC,3.0\n"
+    path = write(tmp_path, text)
+    dataset = MoleculeCSV(path, target_cols="v", fieldnames=("smiles", "v"), comment="#")
+    assert dataset.targets.flatten().tolist() == [1.0, 2.0, 3.0]
+    assert dataset.rows == [0, 1, 2]
+    limited = MoleculeCSV(path, target_cols="v", fieldnames=("smiles", "v"), comment="#", limit=2)
+    assert limited.num_rows_read == 2 and len(limited) == 2
+
+
+def test_featurizer_is_used(tmp_path: Path) -> None:
+    featurizer = MoleculeFeaturizer(elements=("C",), hybridization=False)
+    dataset = MoleculeCSV(write(tmp_path, BAD_CSV), target_cols="logS", featurizer=featurizer)
+    assert dataset.featurizer is featurizer
+    assert all(d.x.shape[1] == featurizer.atom_dim for d in dataset)
+
+
+def test_sdf_loader_reads_properties_and_skips_bad_records(tmp_path: Path) -> None:
+    pentavalent = Chem.MolFromSmiles("C(C)(C)(C)(C)C", sanitize=False)
+    pentavalent.UpdatePropertyCache(strict=False)
+    text = Chem.MolToMolBlock(Chem.MolFromSmiles("CCO")) + "> <value>\n1.5\n\n$$$$\n"
+    text += Chem.MolToMolBlock(pentavalent, kekulize=False) + "> <value>\n2.0\n\n$$$$\n"
+    text += Chem.MolToMolBlock(Chem.MolFromSmiles("CCN")) + "$$$$\n"
+    dataset = MoleculeSDF(write(tmp_path, text, "mols.sdf"), target_cols="value")
+    assert dataset.num_rows_read == 3
+    assert dataset.smiles == ["CCO", "CCN"]
+    assert dataset.rows == [0, 2]
+    assert dataset.targets[0, 0] == 1.5 and math.isnan(dataset.targets[1, 0])
+    assert [s.row for s in dataset.skipped] == [1]
+    if CAPTURES_LOG:  # RDKit's reason needs rdBase.CaptureErrorLog (RDKit >= 2025.09)
+        assert "valence" in dataset.skipped[0].reason.lower()
+
+
+def test_sdf_targets_align_with_molecules() -> None:
+    path = Path(RDConfig.RDDataDir) / "NCI" / "first_200.props.sdf"
+    if not path.is_file():
+        pytest.skip("this RDKit does not ship Data/NCI/first_200.props.sdf")
+    dataset = MoleculeSDF(path, target_cols=["AMW"], limit=60)
+    assert len(dataset) == 60
+    for smiles, weight in zip(dataset.smiles, dataset.targets[:, 0].tolist(), strict=True):
+        assert Descriptors.MolWt(Chem.MolFromSmiles(smiles)) == pytest.approx(weight, abs=0.05)
+
+
+def test_unknown_dataset_name() -> None:
+    with pytest.raises(KeyError, match="esol"):
+        load_molecule_dataset("no-such-set")
+
+
+def test_nci_tpsa_loads_offline_with_aligned_targets() -> None:
+    dataset = load_molecule_dataset("nci-tpsa", limit=300)
+    assert dataset.num_rows_read == 300
+    assert len(dataset) + len(dataset.skipped) == 300
+    assert dataset.target_cols == ["tpsa"]
+    computed = torch.tensor(
+        [rdMolDescriptors.CalcTPSA(Chem.MolFromSmiles(s)) for s in dataset.smiles]
+    )
+    close = (computed - dataset.targets[:, 0]).abs() < 0.1
+    assert close.float().mean() > 0.99
+
+
+def test_nci_tpsa_full_size() -> None:
+    lines = nci_tpsa_path().read_text().splitlines()
+    data_rows = [line for line in lines if line and not line.startswith("#")]
+    dataset = load_molecule_dataset("nci-tpsa")
+    assert dataset.num_rows_read == len(data_rows) == MOLECULE_DATASETS["nci-tpsa"].num_molecules
+    assert len(dataset) >= 4900
+    assert len(dataset) + len(dataset.skipped) == len(data_rows)
+    for skipped in dataset.skipped:
+        assert skipped.smiles == data_rows[skipped.row].rsplit(",", 1)[0]
+    assert (dataset.targets >= 0).all()
+
+
+@pytest.mark.parametrize("name", ["esol", "freesolv"])
+def test_real_dataset_matches_its_file(name: str, data_dir: Path) -> None:
+    info = MOLECULE_DATASETS[name]
+    dataset = load_molecule_dataset(name, data_dir=data_dir)
+    rows = read_csv(data_dir / name / info.filename)
+    (target,) = info.target_cols
+    assert dataset.num_rows_read == len(rows) == info.num_molecules
+    assert dataset.skipped == []
+    assert len(dataset) == info.num_molecules
+    expected = torch.tensor([float(r[target]) for r in rows])
+    assert torch.allclose(dataset.targets[:, 0], expected)
+    assert not dataset.targets.isnan().any()
+    for i in (0, len(rows) // 2, len(rows) - 1):
+        reference = Chem.MolToSmiles(Chem.MolFromSmiles(rows[i][info.smiles_col].strip()))
+        assert dataset.smiles[i] == reference
+
+
+def test_real_target_ranges(data_dir: Path) -> None:
+    esol = load_molecule_dataset("esol", data_dir=data_dir).targets
+    assert -13 < esol.min() < -10 and 1 < esol.max() < 3  # log10(mol/L)
+    freesolv = load_molecule_dataset("freesolv", data_dir=data_dir).targets
+    assert -30 < freesolv.min() < -20 and 0 < freesolv.max() < 5  # kcal/mol
