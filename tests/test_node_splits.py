@@ -1,0 +1,107 @@
+"""Node masks: disjoint, labelled nodes only, stratified, reproducible."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from graphattn.errors import GraphInputError
+from graphattn.splits.nodes import fixed_train_masks, node_split_masks
+
+
+def labels(counts: list[int], unlabelled: int = 0) -> torch.Tensor:
+    parts = [torch.full((n,), c) for c, n in enumerate(counts)]
+    y = torch.cat([*parts, torch.full((unlabelled,), -1)])
+    return y[torch.randperm(y.numel(), generator=torch.Generator().manual_seed(5))]
+
+
+def assert_valid(y, masks):
+    train, val, test = masks
+    assert all(m.dtype == torch.bool and m.shape == y.shape for m in masks)
+    total = train.int() + val.int() + test.int()
+    assert int(total.max()) <= 1, "masks overlap"
+    assert torch.equal(total.bool(), y >= 0), "masks must cover exactly the labelled nodes"
+
+
+def test_fraction_split_is_disjoint_stratified_and_labelled_only():
+    y = labels([50, 30, 20], unlabelled=40)
+    masks = node_split_masks(y, fractions=(0.6, 0.2, 0.2), seed=1)
+    assert_valid(y, masks)
+    train, val, test = masks
+    assert [int((train & (y == c)).sum()) for c in range(3)] == [30, 18, 12]
+    assert [int((val & (y == c)).sum()) for c in range(3)] == [10, 6, 4]
+    assert [int((test & (y == c)).sum()) for c in range(3)] == [10, 6, 4]
+
+
+def test_labels_per_class_gives_exactly_k_per_class():
+    y = labels([40, 25, 10], unlabelled=15)
+    train, val, test = node_split_masks(y, fractions=(0.0, 0.25, 0.75), labels_per_class=5)
+    assert_valid(y, (train, val, test))
+    assert [int((train & (y == c)).sum()) for c in range(3)] == [5, 5, 5]
+    # remaining 35 / 20 / 5 split 1 : 3 between val and test, per class
+    assert [int((val & (y == c)).sum()) for c in range(3)] == [9, 5, 1]
+    assert int(test.sum()) == 60 - 15
+
+
+def test_same_seed_same_masks_other_seed_other_masks():
+    y = labels([30, 30])
+    first = node_split_masks(y, seed=3)
+    assert all(torch.equal(a, b) for a, b in zip(first, node_split_masks(y, seed=3), strict=True))
+    assert not torch.equal(first[0], node_split_masks(y, seed=4)[0])
+
+
+@pytest.mark.parametrize(
+    ("fractions", "message"),
+    [
+        ((0.5, 0.2, 0.2), "sum to 1"),
+        ((0.8, 0.4, -0.2), "non-negative"),
+        ((0.5, 0.5), "three"),
+        ((0.0, 0.5, 0.5), "train fraction must be positive"),
+    ],
+)
+def test_invalid_fractions(fractions, message):
+    with pytest.raises(GraphInputError, match=message):
+        node_split_masks(labels([10, 10]), fractions=fractions)
+
+
+def test_class_with_too_few_labels_is_named():
+    with pytest.raises(GraphInputError, match=r"class 1 has 3 labelled node\(s\), fewer than"):
+        node_split_masks(labels([10, 3, 10]), labels_per_class=4)
+    with pytest.raises(GraphInputError, match="class 1 has 0"):
+        node_split_masks(torch.tensor([0, 0, 2, 2, -1]), labels_per_class=1)
+
+
+def test_no_labelled_nodes():
+    with pytest.raises(GraphInputError, match="no labelled nodes"):
+        node_split_masks(torch.full((5,), -1))
+    with pytest.raises(GraphInputError, match="1-D integer"):
+        node_split_masks(torch.zeros(5))
+
+
+def test_fixed_train_masks():
+    y = torch.tensor([0, 1, -1, 0, 1, 1])
+    train, val, test = fixed_train_masks(y, [0, 4])
+    assert train.tolist() == [True, False, False, False, True, False]
+    assert not val.any()
+    assert test.tolist() == [False, True, False, True, False, True]
+    with pytest.raises(GraphInputError, match="train node 2 is unlabelled"):
+        fixed_train_masks(y, [0, 2])
+    with pytest.raises(GraphInputError, match="train node 9 is out of range"):
+        fixed_train_masks(y, [9])
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    counts=st.lists(st.integers(3, 30), min_size=1, max_size=4),
+    unlabelled=st.integers(0, 10),
+    k=st.none() | st.integers(1, 3),
+    seed=st.integers(0, 10),
+)
+def test_masks_never_overlap_and_cover_labelled_nodes(counts, unlabelled, k, seed):
+    y = labels(counts, unlabelled)
+    masks = node_split_masks(y, fractions=(0.5, 0.25, 0.25), labels_per_class=k, seed=seed)
+    assert_valid(y, masks)
+    if k is not None:
+        assert [int((masks[0] & (y == c)).sum()) for c in range(len(counts))] == [k] * len(counts)

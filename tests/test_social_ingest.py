@@ -1,0 +1,385 @@
+"""Reading general graphs: networkx round trips, edge/label/feature files, features."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import networkx as nx
+import numpy as np
+import pytest
+import torch
+
+from graphattn.datasets.social import (
+    NODE_DATASETS,
+    load_node_dataset,
+    load_node_graph,
+    read_edge_list,
+    read_labels,
+    read_node_features,
+)
+from graphattn.errors import GraphInputError
+from graphattn.featurize.graph import (
+    from_networkx,
+    structural_features,
+    text_features,
+    to_networkx,
+)
+
+
+def write(tmp_path, name: str, text: str):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def edge_set(edge_index: torch.Tensor, node_ids) -> set[tuple]:
+    return {(node_ids[j], node_ids[i]) for j, i in edge_index.t().tolist()}
+
+
+def undirected(G: nx.Graph) -> set[frozenset]:
+    return {frozenset(e) for e in G.edges()}
+
+
+# ----------------------------------------------------------------------------- networkx
+
+
+def test_karate_round_trip_keeps_nodes_edges_labels():
+    G = nx.karate_club_graph()
+    data = from_networkx(G, label_attr="club")
+    assert data.num_nodes == 34 and data.edge_index.shape == (2, 156)
+    assert data.label_names == ["Mr. Hi", "Officer"]
+    assert data.y.tolist() == [int(G.nodes[n]["club"] == "Officer") for n in G.nodes]
+    H = to_networkx(data)
+    assert not H.is_directed()
+    assert list(H.nodes) == list(G.nodes)
+    assert undirected(H) == undirected(G)
+    assert all(H.nodes[n]["label"] == G.nodes[n]["club"] for n in G.nodes)
+
+
+def test_string_keys_partial_labels_and_attributes_round_trip():
+    G = nx.Graph()
+    G.add_node("carol", club="b", age=40.0, pos=[1.0, 2.0])
+    G.add_node("alice", club="a", age=30.0, pos=[0.0, 1.0])
+    G.add_node("bob", age=25.0, pos=[3.0, 4.0])  # unlabelled
+    G.add_node("dave", club="b", age=50.0, pos=[5.0, 6.0])  # isolated
+    G.add_edges_from([("alice", "bob"), ("bob", "carol")])
+    data = from_networkx(G, node_attrs=["age", "pos"], label_attr="club")
+    assert data.node_ids == ["carol", "alice", "bob", "dave"]
+    assert data.x.tolist() == [[40, 1, 2], [30, 0, 1], [25, 3, 4], [50, 5, 6]]
+    assert data.label_names == ["a", "b"]
+    assert data.y.tolist() == [1, 0, -1, 1]
+    assert edge_set(data.edge_index, data.node_ids) == {
+        ("alice", "bob"),
+        ("bob", "alice"),
+        ("bob", "carol"),
+        ("carol", "bob"),
+    }
+    assert data.graph_report.num_isolated_nodes == 1
+    H = to_networkx(data)
+    assert set(H.nodes) == set(G.nodes) and undirected(H) == undirected(G)
+    assert "label" not in H.nodes["bob"]
+    assert {n: H.nodes[n].get("label") for n in H} == {n: G.nodes[n].get("club") for n in G}
+
+
+def test_directed_graph_keeps_direction():
+    G = nx.DiGraph([("x", "y"), ("y", "z")])
+    data = from_networkx(G)
+    assert data.edge_index.tolist() == [[0, 1], [1, 2]]
+    H = to_networkx(data)
+    assert H.is_directed() and set(H.edges) == {("x", "y"), ("y", "z")}
+
+
+def test_multigraph_self_loops_and_duplicates_are_kept_and_reported(caplog):
+    G = nx.MultiGraph([(0, 1), (1, 0), (2, 2), (1, 2)])
+    with caplog.at_level(logging.WARNING):
+        data = from_networkx(G)
+    report = data.graph_report
+    assert report.num_self_loops == 1 and report.num_duplicate_edges == 1
+    assert data.edge_index.size(1) == 7  # 3 non-loop edges both ways + 1 loop
+    assert "self-loop" in caplog.text and "duplicate" in caplog.text
+
+
+def test_missing_node_attribute_names_the_node():
+    G = nx.Graph([("a", "b")])
+    G.nodes["a"]["w"] = 1.0
+    with pytest.raises(GraphInputError, match="node 'b' has no attribute 'w'"):
+        from_networkx(G, node_attrs=["w"])
+
+
+def test_to_networkx_predictions_and_attention():
+    data = from_networkx(nx.path_graph(3), label_attr=None)
+    data.label_names = ["no", "yes"]
+    attention_index = torch.tensor([[0, 1, 1, 2, 0], [1, 0, 2, 1, 0]])
+    alpha = torch.tensor([[0.2, 0.4], [0.6, 0.8], [1.0, 1.0], [0.5, 0.5], [0.3, 0.1]])
+    H = to_networkx(data, predictions=torch.tensor([1, 0, 1]), attention=(attention_index, alpha))
+    assert [H.nodes[n]["prediction"] for n in H] == ["yes", "no", "yes"]
+    assert H.edges[0, 1]["attention"] == pytest.approx((0.3 + 0.7) / 2)
+    assert H.edges[0, 1]["attention_heads"] == pytest.approx([0.4, 0.6])
+    assert H.edges[1, 2]["attention"] == pytest.approx(0.75)
+    assert H.nodes[0]["self_attention"] == pytest.approx(0.2)
+    D = to_networkx(data, attention=(attention_index, alpha), directed=True)
+    assert D.edges[1, 0]["attention"] == pytest.approx(0.7)
+
+
+# ----------------------------------------------------------------------------- edge files
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "src,dst\n1,0\n1,2\n",
+        "1,0\n1,2\n",
+        "# a comment\nsource target\n1 0\n\n1\t2\n",
+        "1 0\n1 2\n",
+    ],
+    ids=["csv-header", "csv", "whitespace-header-comments", "whitespace"],
+)
+def test_edge_list_formats_agree(tmp_path, text):
+    edge_index, node_ids, report = read_edge_list(write(tmp_path, "e.txt", text))
+    assert node_ids == ["0", "1", "2"]
+    assert edge_index.tolist() == [[1, 1, 0, 2], [0, 2, 1, 1]]
+    assert report.num_input_edges == 2
+
+
+def test_integer_ids_map_in_integer_order(tmp_path):
+    _, node_ids, _ = read_edge_list(write(tmp_path, "e.csv", "10,9\n2,10\n"))
+    assert node_ids == ["2", "9", "10"]
+
+
+def test_string_ids_and_explicit_header(tmp_path):
+    path = write(tmp_path, "e.tsv", "who\twhom\nbob\talice\nalice\tcarol\n")
+    edge_index, node_ids, _ = read_edge_list(path, directed=True, has_header=True)
+    assert node_ids == ["alice", "bob", "carol"]
+    assert edge_set(edge_index, node_ids) == {("bob", "alice"), ("alice", "carol")}
+    _, node_ids, _ = read_edge_list(path, directed=True)  # no known header name: read as data
+    assert "who" in node_ids
+
+
+def test_unknown_node_id_names_id_and_line(tmp_path):
+    path = write(tmp_path, "e.csv", "a,b\nb,c\nc,zed\n")
+    with pytest.raises(GraphInputError, match=r"line 3: unknown node id 'zed'"):
+        read_edge_list(path, node_ids=["a", "b", "c"])
+
+
+def test_malformed_line_names_the_line(tmp_path):
+    path = write(tmp_path, "e.txt", "1 2\n2 3\n4\n")
+    with pytest.raises(GraphInputError, match=r"e.txt, line 3: malformed line"):
+        read_edge_list(path)
+
+
+@pytest.mark.parametrize("text", ["", "# only a comment\n\n", "src,dst\n"])
+def test_empty_graph_is_an_error(tmp_path, text):
+    with pytest.raises(GraphInputError, match="empty graph"):
+        read_edge_list(write(tmp_path, "e.csv", text))
+
+
+def test_self_loops_and_duplicates_reported_and_kept(tmp_path, caplog):
+    path = write(tmp_path, "e.txt", "0 1\n1 1\n1 0\n2 3\n0 1\n")
+    with caplog.at_level(logging.WARNING):
+        edge_index, _, report = read_edge_list(path)
+    assert report.num_self_loops == 1
+    assert report.num_duplicate_edges == 2  # "1 0" and the second "0 1"
+    assert edge_index.size(1) == 2 * 4 + 1
+    assert "self-loop(s) kept (first at line 2)" in caplog.text
+    assert "duplicate edge(s) kept (first at line 3)" in caplog.text
+    _, _, directed = read_edge_list(path, directed=True)
+    assert directed.num_duplicate_edges == 1 and directed.num_edges == 5
+
+
+# ----------------------------------------------------------------------------- labels
+
+
+def test_partial_labels_leave_nodes_unlabelled(tmp_path):
+    edges = write(tmp_path, "e.csv", "a,b\nb,c\nc,d\n")
+    labels = write(tmp_path, "l.csv", "node,label\nb,red\nd,blue\n")
+    data = load_node_graph(edges, labels=labels)
+    assert data.node_ids == ["a", "b", "c", "d"]
+    assert data.label_names == ["blue", "red"]
+    assert data.y.tolist() == [-1, 1, -1, 0]
+    assert data.x.shape == (4, 9)  # structural features only
+    assert data.edge_index.size(1) == 6
+
+
+def test_label_only_nodes_become_isolated_nodes(tmp_path, caplog):
+    edges = write(tmp_path, "e.txt", "0 1\n")
+    labels = write(tmp_path, "l.txt", "0 x\n1 y\n2 x\n")
+    with caplog.at_level(logging.WARNING):
+        data = load_node_graph(edges, labels=labels)
+    assert data.node_ids == ["0", "1", "2"] and data.y.tolist() == [0, 1, 0]
+    assert data.graph_report.num_isolated_nodes == 1
+    assert "1 node(s) found only in the label/feature files" in caplog.text
+
+
+def test_conflicting_labels_name_the_id_and_both_labels(tmp_path):
+    path = write(tmp_path, "l.csv", "id,label\n7,cat\n8,dog\n7,bird\n")
+    with pytest.raises(GraphInputError, match=r"node '7': 'cat' \(line 2\) and 'bird' \(line 4\)"):
+        read_labels(path)
+
+
+def test_repeated_label_warns(tmp_path, caplog):
+    path = write(tmp_path, "l.txt", "7 cat\n7 cat\n")
+    with caplog.at_level(logging.WARNING):
+        assert read_labels(path) == {"7": "cat"}
+    assert "repeated label" in caplog.text
+
+
+def test_labels_by_column_name_with_quoted_commas(tmp_path):
+    path = write(tmp_path, "t.csv", 'id,name,kind\n0,"Smith, Jones & Co",company\n1,Ünïcode,tv\n')
+    assert read_labels(path, id_col="id", label_col="kind") == {"0": "company", "1": "tv"}
+    with pytest.raises(GraphInputError, match="no label column 'type'"):
+        read_labels(path, label_col="type")
+
+
+def test_line_numbers_count_quoted_multiline_fields(tmp_path):
+    path = write(tmp_path, "t.csv", 'id,name,label\n1,"two\nlines",a\n2,x,b\n1,y,c\n')
+    with pytest.raises(GraphInputError, match=r"'a' \(line 2\) and 'c' \(line 5\)"):
+        read_labels(path)
+
+
+# ----------------------------------------------------------------------------- feature files
+
+
+def test_numeric_feature_file(tmp_path):
+    path = write(tmp_path, "f.csv", "id,f1,f2\nb,1.5,2\na,-1,0\n")
+    table = read_node_features(path)
+    assert table.ids == ["b", "a"] and table.columns == ["f1", "f2"]
+    assert table.values.tolist() == [[1.5, 2.0], [-1.0, 0.0]]
+    edges = write(tmp_path, "e.csv", "a,b\n")
+    data = load_node_graph(edges, features=path)
+    assert data.x.tolist() == [[-1.0, 0.0], [1.5, 2.0]]
+    assert data.x_blocks == {"features": (0, 2)}
+
+
+def test_bad_feature_value_names_line_and_column(tmp_path):
+    path = write(tmp_path, "f.csv", "id,f1,f2\na,1,2\nb,3,oops\n")
+    with pytest.raises(GraphInputError, match=r"line 3: feature column 'f2' holds 'oops'"):
+        read_node_features(path)
+
+
+def test_feature_file_repeated_or_missing_nodes(tmp_path):
+    repeated = write(tmp_path, "r.txt", "a 1\nb 2\na 3\n")
+    with pytest.raises(GraphInputError, match=r"line 3: node 'a' repeated \(first on line 1\)"):
+        read_node_features(repeated)
+    partial = write(tmp_path, "p.txt", "a 1\nb 2\n")
+    edges = write(tmp_path, "e.txt", "a b\nb c\n")
+    with pytest.raises(GraphInputError, match=r"1 node\(s\) of the graph have no row.*'c'"):
+        load_node_graph(edges, features=partial)
+
+
+def test_text_column_becomes_hashed_features(tmp_path):
+    edges = write(tmp_path, "e.csv", "0,1\n1,2\n")
+    target = write(
+        tmp_path,
+        "t.csv",
+        'id,page_name,page_type\n0,"Acme, Inc.",company\n'
+        "1,中国好声音,tvshow\n2,Acme Labs,company\n",
+    )
+    data = load_node_graph(
+        edges,
+        labels=target,
+        text_col="page_name",
+        label_col="page_type",
+        text_dim=64,
+        structural=True,
+    )
+    assert data.x.shape == (3, 64 + 9)
+    assert data.x_blocks == {"text": (0, 64), "structural": (64, 73)}
+    text = data.x[:, :64]
+    assert torch.allclose(text.norm(dim=1), torch.ones(3))
+    assert float(text[0] @ text[2]) > 0  # both mention "acme"
+    assert data.label_names == ["company", "tvshow"] and data.y.tolist() == [0, 1, 0]
+
+
+# ------------------------------------------------------------------ structural and text features
+
+
+def test_return_probabilities_on_a_path_by_hand():
+    # path 0 - 1 - 2: from an end, P^2 returns with 1 * 1/2; from the middle with 1.
+    edge_index = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+    f = structural_features(edge_index, 3, walk_length=4)
+    assert f[:, 0].tolist() == pytest.approx(np.log1p([1, 2, 1]).tolist())
+    assert f[:, 1].tolist() == [0, 0, 0]  # no self-loops
+    assert f[:, 2].tolist() == pytest.approx([0.5, 1.0, 0.5])
+    assert f[:, 3].tolist() == [0, 0, 0]  # bipartite: no odd returns
+    assert f[:, 4].tolist() == pytest.approx([0.5, 1.0, 0.5])
+
+
+def test_return_probabilities_on_a_triangle_by_hand():
+    edge_index = torch.tensor([[0, 1, 1, 2, 2, 0], [1, 0, 2, 1, 0, 2]])
+    f = structural_features(edge_index, 3, walk_length=3)
+    expected = torch.tensor([[0.0, 0.5, 0.25]]).expand(3, 3)
+    torch.testing.assert_close(f[:, 1:], expected)
+
+
+def dense_return_probabilities(edge_index, n, k):
+    A = np.zeros((n, n))
+    np.add.at(A, tuple(edge_index.numpy()), 1)
+    out = A.sum(1, keepdims=True)
+    P = np.divide(A, out, out=np.zeros_like(A), where=out > 0)
+    return np.stack([np.diag(np.linalg.matrix_power(P, t)) for t in range(1, k + 1)], 1)
+
+
+def test_directed_graph_with_dead_ends_matches_dense_powers():
+    edge_index = torch.randint(0, 25, (2, 70), generator=torch.Generator().manual_seed(1))
+    f = structural_features(edge_index, 25, walk_length=7)
+    expected = dense_return_probabilities(edge_index, 25, 7)
+    np.testing.assert_allclose(f[:, 1:].numpy(), expected, atol=1e-6)
+    in_degree = torch.bincount(edge_index[1], minlength=25)
+    assert torch.allclose(f[:, 0], torch.log1p(in_degree.float()))
+
+
+def test_estimated_return_probabilities_are_close():
+    G = nx.gnm_random_graph(200, 800, seed=3)
+    data = from_networkx(G)
+    exact = structural_features(data.edge_index, 200, walk_length=6)
+    estimate = structural_features(
+        data.edge_index, 200, walk_length=6, exact_budget=0, num_probes=1024
+    )
+    assert torch.equal(exact[:, :3], estimate[:, :3])  # steps 1-2 need no product
+    for t in (4, 6):
+        relative = (estimate[:, t] - exact[:, t]).abs() / exact[:, t]
+        assert float(relative.median()) < 0.1
+
+
+def test_text_features_are_deterministic_and_normalised():
+    texts = ["The Voice of China 中国好声音", "U.S. Consulate General Mumbai", ""]
+    a, b = text_features(texts, 128), text_features(list(texts), 128)
+    assert a.shape == (3, 128) and a.dtype == torch.float32 and torch.equal(a, b)
+    assert a[:2].norm(dim=1).tolist() == pytest.approx([1.0, 1.0])
+    assert a[2].abs().sum() == 0
+    tfidf = text_features(["red apple", "green apple", "red"], 16, method="tfidf")
+    assert tfidf.shape == (3, 16) and float(tfidf[0] @ tfidf[1]) > 0
+    with pytest.raises(GraphInputError, match="hashing"):
+        text_features(texts, 8, method="bert")
+
+
+# ----------------------------------------------------------------------------- named sets
+
+
+def test_karate_dataset():
+    data = load_node_dataset("karate")
+    assert torch.equal(data.x, torch.eye(34))
+    assert data.default_train_nodes == [0, 33]
+    assert [data.label_names[c] for c in data.y[[0, 33]]] == ["Mr. Hi", "Officer"]
+    assert torch.bincount(data.y).tolist() == [17, 17]
+    with pytest.raises(KeyError, match="known"):
+        load_node_dataset("cora")
+
+
+def test_facebook_pages_from_real_data(data_dir):
+    start = time.perf_counter()
+    data = load_node_dataset("facebook-pages", data_dir=data_dir)
+    seconds = time.perf_counter() - start
+    report = data.graph_report
+    assert data.num_nodes == 22470 and data.node_ids[:3] == ["0", "1", "2"]
+    assert report.num_input_edges == 171002
+    assert report.num_self_loops == 179 and report.num_duplicate_edges == 0
+    # 171,002 undirected edges give 2 directed edges each, self-loops one.
+    assert data.edge_index.size(1) == 2 * 171002 - 179 == 341825
+    assert data.label_names == ["company", "government", "politician", "tvshow"]
+    assert torch.bincount(data.y).tolist() == [6495, 6880, 5768, 3327]
+    assert data.x.shape == (22470, 1024 + 9) and data.x.dtype == torch.float32
+    assert bool(torch.isfinite(data.x).all())
+    assert NODE_DATASETS["facebook-pages"]["num_nodes"] == data.num_nodes
+    assert seconds < 20, f"loading took {seconds:.1f} s"
