@@ -294,10 +294,6 @@ class GraphSelfAttention(nn.Module):
     def _fused_applies(self) -> bool:
         if self.kernel == "reference":
             return False
-        try:  # TEMPORARY until graphattn.ops.fused lands
-            import graphattn.ops.fused  # noqa: F401
-        except ImportError:
-            return False
         plain = self.score == "dot" and self.normalize == "softmax"
         no_dropout = self.dropout == 0.0 or not self.training
         if self.kernel == "fused" and not (plain and no_dropout):
