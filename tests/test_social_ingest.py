@@ -359,7 +359,12 @@ def test_text_features_are_deterministic_and_normalised():
 
 def test_karate_dataset():
     data = load_node_dataset("karate")
-    assert torch.equal(data.x, torch.eye(34))
+    assert torch.equal(data.x[:, :34], torch.eye(34))
+    spectral = data.x[:, 34:]
+    assert spectral.shape == (34, 2)
+    torch.testing.assert_close(spectral.square().mean(0), torch.ones(2))  # unit mean square
+    # the first eigenvector separates the two leaders
+    assert spectral[0, 0] * spectral[33, 0] < 0
     assert data.default_train_nodes == [0, 33]
     assert [data.label_names[c] for c in data.y[[0, 33]]] == ["Mr. Hi", "Officer"]
     assert torch.bincount(data.y).tolist() == [17, 17]

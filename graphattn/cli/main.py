@@ -170,15 +170,12 @@ def _train_molecules(args: argparse.Namespace) -> int:
 
 
 def _train_nodes(args: argparse.Namespace) -> int:
-    from graphattn.train.nodes import NodeTrainConfig, train_node_model_cli
+    from graphattn.train.nodes import DATASET_DEFAULTS, NodeTrainConfig, train_node_model_cli
 
-    config = NodeTrainConfig(
-        seed=args.seed,
-        mode=args.mode,
-        **_overrides(
-            args, ("epochs", "lr", "patience", "hidden", "layers", "heads", "labels_per_class")
-        ),
-    )
+    settings = dict(DATASET_DEFAULTS.get(args.dataset, {})) if args.edges is None else {}
+    names = ("epochs", "lr", "patience", "hidden", "layers", "heads", "labels_per_class")
+    settings.update(_overrides(args, names))
+    config = NodeTrainConfig(seed=args.seed, mode=args.mode, **settings)
     if args.split_fractions:
         config.fractions = tuple(args.split_fractions)
     metrics = train_node_model_cli(args, config)

@@ -701,6 +701,8 @@ def _block_bounds(blocks: Mapping[str, Tensor]) -> dict[str, tuple[int, int]]:
 # ----------------------------------------------------------------------------- named sets
 
 
+KARATE_EIGENVECTORS = 2
+
 NODE_DATASETS: dict[str, dict] = {
     "karate": {
         "description": "Zachary's karate club: 34 members, 78 friendships, "
@@ -708,7 +710,7 @@ NODE_DATASETS: dict[str, dict] = {
         "task": "node classification (2 classes: Mr. Hi, Officer)",
         "num_nodes": 34,
         "num_classes": 2,
-        "features": "one-hot node identity [34, 34]",
+        "features": "one-hot node identity [34, 34] + 2 Laplacian eigenvectors [34, 2]",
         "source": "networkx.karate_club_graph()",
         "card": "datasets/karate.md",
     },
@@ -741,7 +743,8 @@ def load_node_dataset(
 
     Returns:
         ``Data`` as from :func:`load_node_graph`. Karate: ``x`` is the identity
-        ``[34, 34]``, labels from the ``club`` attribute, and ``default_train_nodes``
+        ``[34, 34]`` next to the 2 smallest non-trivial Laplacian eigenvectors (scaled
+        to unit mean square), labels from the ``club`` attribute, and ``default_train_nodes``
         ``[0, 33]`` (the two leaders: the usual semi-supervised setting). Facebook:
         labels ``page_type``, ``x`` = hashed ``page_name`` + structural features.
     """
@@ -765,8 +768,14 @@ def load_node_dataset(
 
 
 def _load_karate() -> Data:
+    from graphattn.transforms import laplacian_pe
+
     data = from_networkx(nx.karate_club_graph(), label_attr="club")
-    data.x = torch.eye(data.num_nodes)
-    data.x_blocks = {"identity": (0, data.num_nodes)}
+    n = data.num_nodes
+    # Identity features alone leave the nodes far from both leaders to chance; the
+    # Fiedler-like eigenvectors give attention a smooth notion of "which side".
+    spectral = laplacian_pe(data.edge_index, n, KARATE_EIGENVECTORS) * n**0.5
+    data.x = torch.cat([torch.eye(n), spectral], dim=1)
+    data.x_blocks = {"identity": (0, n), "laplacian_pe": (n, n + KARATE_EIGENVECTORS)}
     data.default_train_nodes = [0, 33]
     return data

@@ -25,6 +25,7 @@ from rdkit import Chem, rdBase
 from torch_geometric.data import Data
 
 from graphattn.errors import GraphInputError
+from graphattn.featurize.descriptors import DESCRIPTOR_NAMES, molecule_descriptors
 
 __all__ = [
     "DEFAULT_ELEMENTS",
@@ -202,6 +203,9 @@ class MoleculeFeaturizer:
         in_ring (bool): atom ring-membership flag. (default: :obj:`True`)
         bond_conjugated (bool): bond conjugation flag. (default: :obj:`True`)
         bond_in_ring (bool): bond ring-membership flag. (default: :obj:`True`)
+        descriptors (bool): also compute RDKit's whole-molecule descriptors
+            (:mod:`graphattn.featurize.descriptors`) as ``mol_x [1, D]``.
+            (default: :obj:`False`)
         add_hs (bool): add every hydrogen as an explicit node (``Chem.AddHs``). By
             default hydrogens stay implicit, except those RDKit keeps from the SMILES
             (e.g. isotopes such as ``[2H]``). (default: :obj:`False`)
@@ -222,6 +226,7 @@ class MoleculeFeaturizer:
     bond_conjugated: bool = True
     bond_in_ring: bool = True
     add_hs: bool = False
+    descriptors: bool = False
     degrees: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
     formal_charges: tuple[int, ...] = (-2, -1, 0, 1, 2)
     num_hs_values: tuple[int, ...] = (0, 1, 2, 3, 4)
@@ -347,16 +352,25 @@ class MoleculeFeaturizer:
         else:
             mol = parse_smiles(smiles_or_mol)
         canonical = Chem.MolToSmiles(mol)
+        heavy = mol
         if self.add_hs:
             mol = Chem.AddHs(mol)
         x, edge_index, edge_attr = self._features(mol)
-        return Data(
+        data = Data(
             x=torch.from_numpy(x),
             edge_index=torch.from_numpy(edge_index),
             edge_attr=torch.from_numpy(edge_attr),
             smiles=canonical,
             num_nodes=x.shape[0],
         )
+        if self.descriptors:
+            data.mol_x = torch.from_numpy(molecule_descriptors(heavy)).unsqueeze(0)
+        return data
+
+    @property
+    def mol_dim(self) -> int:
+        """Width of ``mol_x`` (0 without descriptors)."""
+        return len(DESCRIPTOR_NAMES) if self.descriptors else 0
 
     def _features(self, mol: Chem.Mol) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``x`` float32 ``[num_atoms, atom_dim]``, ``edge_index`` int64 ``[2, 2 * num_bonds]``

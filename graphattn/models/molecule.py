@@ -34,6 +34,9 @@ class MoleculeModelConfig:
         norm: ``layer``, ``batch`` or ``none``.
         mode: attention mode (``sparse``, ``dense``, ``auto``).
         task: ``regression`` or ``classification`` (logits; binary per task).
+        mol_dim: width of whole-molecule descriptors ``mol_x`` fed to the head next to
+            the pooled graph vector (0: none). They are standardised with training-set
+            statistics kept as buffers (see :meth:`MoleculeModel.fit_descriptor_scaler`).
         attention: extra keyword arguments of :class:`GraphSelfAttention` (``score``,
             ``normalize``, ``hops``, ...).
     """
@@ -50,6 +53,7 @@ class MoleculeModelConfig:
     norm: str = "layer"
     mode: str = "sparse"
     task: str = "regression"
+    mol_dim: int = 0
     attention: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -97,12 +101,20 @@ class MoleculeModel(nn.Module):
         )
         self.final_norm = make_norm(c.norm, c.hidden)
         self.readout = Readout(c.hidden, c.readout)
+        self.register_buffer("mol_mean", torch.zeros(c.mol_dim))
+        self.register_buffer("mol_std", torch.ones(c.mol_dim))
         self.head = nn.Sequential(
-            nn.Linear(self.readout.out_channels, c.hidden),
+            nn.Linear(self.readout.out_channels + c.mol_dim, c.hidden),
             nn.GELU(),
             nn.Dropout(c.dropout),
             nn.Linear(c.hidden, c.num_tasks),
         )
+
+    @torch.no_grad()
+    def fit_descriptor_scaler(self, mol_x: Tensor) -> None:
+        """Set the descriptor standardisation from the training molecules' ``[n, mol_dim]``."""
+        self.mol_mean.copy_(mol_x.mean(0))
+        self.mol_std.copy_(mol_x.std(0).clamp(min=1e-6))
 
     def set_mode(self, mode: str) -> None:
         """Switch every attention layer to ``sparse``, ``dense`` or ``auto``."""
@@ -126,4 +138,7 @@ class MoleculeModel(nn.Module):
             data.batch = batch
         num_graphs = int(data.num_graphs) if hasattr(data, "num_graphs") else 1
         pooled = self.readout(self.node_embeddings(data), batch, num_graphs)
+        if self.config.mol_dim:
+            scaled = ((data.mol_x - self.mol_mean) / self.mol_std).clamp(-6.0, 6.0)
+            pooled = torch.cat([pooled, scaled], dim=-1)
         return self.head(pooled)

@@ -174,9 +174,12 @@ def train_molecule_model(
         bond_dim=featurizer.bond_dim,
         num_tasks=targets.size(1),
         task=task,
+        mol_dim=featurizer.mol_dim,
         **config.model,
     )
     model = MoleculeModel(model_config)
+    if model_config.mol_dim:
+        model.fit_descriptor_scaler(torch.cat([d.mol_x for d in parts["train"]]))
     generator = torch.Generator().manual_seed(config.seed)
     train_loader = DataLoader(
         parts["train"],
