@@ -1,0 +1,215 @@
+"""End-to-end molecule runs on real data: training, checkpoints, predict and evaluate."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from graphattn.cli.main import main
+from graphattn.datasets.molecules import MoleculeCSV, load_molecule_dataset
+from graphattn.featurize.molecule import MoleculeFeaturizer
+from graphattn.train.checkpoint import load_checkpoint
+from graphattn.train.molecules import (
+    MoleculeTrainConfig,
+    load_molecule_model,
+    predict_molecules,
+    train_molecule_model,
+)
+
+SMALL = {"hidden": 32, "layers": 2, "heads": 4}
+
+
+@pytest.fixture(scope="module")
+def esol_run(tmp_path_factory, data_dir):
+    """A short real training run on ESOL (shared by the tests below)."""
+    torch.set_num_threads(1)
+    dataset = load_molecule_dataset(
+        "esol", data_dir=data_dir, featurizer=MoleculeFeaturizer(descriptors=True)
+    )
+    run_dir = tmp_path_factory.mktemp("esol_run")
+    config = MoleculeTrainConfig(epochs=10, patience=10, model=SMALL, seed=0)
+    metrics = train_molecule_model(dataset, config, run_dir=run_dir, progress=False)
+    return dataset, run_dir, metrics
+
+
+def test_short_esol_run_beats_predicting_the_mean(esol_run):
+    dataset, run_dir, metrics = esol_run
+    split = json.loads((run_dir / "split.json").read_text())
+    y = dataset.targets.numpy()[:, 0]
+    mean_rmse = float(np.sqrt(np.mean((y[split["val"]] - y[split["train"]].mean()) ** 2)))
+    assert metrics["val"]["rmse"] < 0.8 * mean_rmse
+    assert metrics["test"]["r2"] > 0.3
+
+
+def test_run_folder_has_every_file_and_a_complete_metrics_json(esol_run):
+    dataset, run_dir, _ = esol_run
+    for name in (
+        "model.pt",
+        "metrics.json",
+        "predictions.csv",
+        "learning_curve.png",
+        "split.json",
+        "skipped.csv",
+        "history.json",
+    ):
+        assert (run_dir / name).is_file(), name
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["task"] == "regression" and metrics["split"] == "random"
+    assert set(metrics["test"]) >= {"rmse", "mae", "r2"} and set(metrics["val"]) >= {"rmse"}
+    assert metrics["epochs_run"] >= 1 and metrics["train_seconds"] > 0
+    with open(run_dir / "predictions.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == metrics["num_molecules"]["test"]
+    assert (run_dir / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_checkpoint_loads_safely_and_reproduces_the_predictions(esol_run):
+    dataset, run_dir, metrics = esol_run
+    checkpoint = torch.load(run_dir / "model.pt", weights_only=True)
+    assert checkpoint["kind"] == "molecule" and checkpoint["target_cols"] == dataset.target_cols
+    smiles = dataset.smiles[:20]
+    model = metrics["model"].eval()
+    batch = next(iter(torch_geometric_loader([dataset[i] for i in range(20)])))
+    with torch.no_grad():
+        direct = model(batch)
+    mean, std = (torch.tensor(checkpoint["scaler"][k]) for k in ("mean", "std"))
+    loaded, _ = predict_molecules(run_dir, smiles)
+    np.testing.assert_allclose(loaded, (direct * std + mean).numpy(), rtol=1e-5, atol=1e-5)
+    again, _ = load_molecule_model(run_dir)
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(again.state_dict().values(), model.state_dict().values(), strict=True)
+    )
+
+
+def torch_geometric_loader(items):
+    from torch_geometric.loader import DataLoader
+
+    return DataLoader(items, batch_size=len(items))
+
+
+def test_predict_keeps_row_order_and_reports_bad_rows(esol_run, tmp_path):
+    _, run_dir, _ = esol_run
+    source = tmp_path / "in.csv"
+    smiles = ["CCO", "not a smiles", "c1ccccc1O", "", "C1CC", "CC(=O)O"]
+    with open(source, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "smiles"])
+        writer.writerows([[f"m{i}", s] for i, s in enumerate(smiles)])
+    out = tmp_path / "out.csv"
+    assert main(["predict", "--model", str(run_dir), "--csv", str(source), "--out", str(out)]) == 0
+    with open(out) as handle:
+        rows = list(csv.DictReader(handle))
+    assert [r["id"] for r in rows] == [f"m{i}" for i in range(len(smiles))]
+    pred_col = [c for c in rows[0] if c.startswith("pred_")][0]
+    bad = {1, 3, 4}
+    for i, row in enumerate(rows):
+        if i in bad:
+            assert row[pred_col] == "" and row["error"], row
+        else:
+            assert row["error"] == "" and np.isfinite(float(row[pred_col]))
+    assert "not a smiles" in rows[1]["error"]
+    # the direct API agrees with the CLI output
+    preds, errors = predict_molecules(run_dir, smiles)
+    assert [bool(e) for e in errors] == [i in bad for i in range(len(smiles))]
+    np.testing.assert_allclose(float(rows[0][pred_col]), preds[0, 0], rtol=1e-4)
+
+
+def test_evaluate_reports_metrics_on_a_labelled_file(esol_run, tmp_path, capsys):
+    dataset, run_dir, _ = esol_run
+    target = dataset.target_cols[0]
+    source = tmp_path / "labelled.csv"
+    with open(source, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["smiles", target])
+        for i in range(40):
+            writer.writerow([dataset.smiles[i], float(dataset.targets[i, 0])])
+        writer.writerow(["xyz", 1.0])
+    out = tmp_path / "eval.json"
+    code = main(["evaluate", "--model", str(run_dir), "--csv", str(source), "--out", str(out)])
+    assert code == 0
+    result = json.loads(out.read_text())
+    assert result["num_rows"] == 41 and result["num_failed"] == 1
+    assert 0 < result["metrics"]["rmse"] < 3
+
+
+def test_cli_train_on_a_csv_writes_skipped_rows(tmp_path):
+    source = tmp_path / "mols.csv"
+    rows = [
+        ("CCO", 1.0),
+        ("CCCO", 1.5),
+        ("bad(", 2.0),
+        ("CCCCO", 2.0),
+        ("c1ccccc1", 3.0),
+        ("CC(C)O", 1.2),
+        ("CCN", 0.8),
+        ("CCCN", 1.1),
+        ("OCCO", 0.5),
+        ("CCOC", 1.7),
+        ("C1CCCCC1", 3.1),
+        ("CC(=O)O", 0.3),
+    ]
+    with open(source, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["smi", "logp"])
+        writer.writerows(rows)
+    out = tmp_path / "run"
+    code = main(
+        [
+            "train",
+            "--csv",
+            str(source),
+            "--smiles-col",
+            "smi",
+            "--target-col",
+            "logp",
+            "--epochs",
+            "2",
+            "--hidden",
+            "16",
+            "--layers",
+            "1",
+            "--heads",
+            "2",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
+    assert code == 0
+    with open(out / "skipped.csv") as handle:
+        skipped = list(csv.DictReader(handle))
+    assert [(r["row"], r["smiles"]) for r in skipped] == [("2", "bad(")]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["num_skipped"] == 1 and sum(metrics["num_molecules"].values()) == 11
+    assert load_checkpoint(out)["target_cols"] == ["logp"]
+
+
+def test_cli_reports_a_missing_target_column(tmp_path, capsys):
+    source = tmp_path / "mols.csv"
+    source.write_text("smiles,y\nCCO,1\n")
+    code = main(
+        [
+            "train",
+            "--csv",
+            str(source),
+            "--target-col",
+            "logS",
+            "--out",
+            str(tmp_path / "r"),
+            "--no-progress",
+        ]
+    )
+    assert code == 2
+    assert "logS" in capsys.readouterr().err
+
+
+def test_molecule_csv_api_roundtrip(tmp_path):
+    source = tmp_path / "m.csv"
+    source.write_text("smiles,a,b\nCCO,1,\nCCN,,2\n")
+    dataset = MoleculeCSV(source, smiles_col="smiles", target_cols=["a", "b"])
+    assert dataset[0].y.shape == (1, 2) and torch.isnan(dataset[0].y[0, 1])

@@ -1,0 +1,87 @@
+"""End-to-end node classification: karate (embedded) and facebook-pages (real data)."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import torch
+
+from graphattn.cli.main import main
+from graphattn.datasets.social import load_node_dataset
+from graphattn.splits.nodes import node_split_masks
+from graphattn.train.nodes import NodeTrainConfig, train_node_model
+
+
+def test_karate_cli_run_beats_the_majority_class_and_writes_the_run_folder(tmp_path):
+    out = tmp_path / "karate"
+    assert main(["train", "--dataset", "karate", "--out", str(out), "--no-progress"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["task"] == "node-classification"
+    assert metrics["num_labelled"] == {"train": 2, "val": 0, "test": 32}
+    majority = 16 / 32  # the other 32 members split 16 / 16
+    assert metrics["test"]["accuracy"] > majority + 0.25
+    assert {"accuracy", "macro_f1"} <= set(metrics["test"])
+    for name in ("model.pt", "predictions.csv", "confusion_matrix.png", "graph.png"):
+        assert (out / name).is_file(), name
+    with open(out / "predictions.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 34
+    assert [r["split"] for r in rows if r["node"] in ("0", "33")] == ["train", "train"]
+    assert (
+        sum(r["label"] == r["predicted"] for r in rows if r["split"] == "test")
+        == (metrics["test"]["correct"])
+    )
+
+
+def test_training_from_edge_and_label_files_with_string_ids(tmp_path):
+    import networkx as nx
+
+    graph = nx.karate_club_graph()
+    edges = tmp_path / "edges.txt"
+    edges.write_text("".join(f"person{u} person{v}\n" for u, v in graph.edges()))
+    labels = tmp_path / "labels.csv"
+    with open(labels, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "club"])
+        for node, club in graph.nodes(data="club"):
+            if node % 3:  # a partial label file: a third of the people are unlabelled
+                writer.writerow([f"person{node}", club])
+    out = tmp_path / "run"
+    code = main(
+        [
+            "train",
+            "--edges",
+            str(edges),
+            "--labels",
+            str(labels),
+            "--epochs",
+            "30",
+            "--split-fractions",
+            "0.5",
+            "0.25",
+            "0.25",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
+    assert code == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["num_nodes"] == 34 and sum(metrics["num_labelled"].values()) == 22
+    with open(out / "predictions.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {r["node_id"] for r in rows} == {f"person{n}" for n in range(34)}
+    assert sum(r["split"] == "unlabelled" for r in rows) == 12
+
+
+def test_facebook_pages_short_run_learns(data_dir):
+    torch.set_num_threads(1)
+    data = load_node_dataset("facebook-pages", data_dir=data_dir)
+    train, val, test = node_split_masks(data.y, seed=0)
+    assert not (train & val).any() and not (train & test).any() and not (val & test).any()
+    masks = {"train": train, "val": val, "test": test}
+    config = NodeTrainConfig(epochs=15, hidden=32, layers=1, heads=2, label_inputs=False)
+    metrics = train_node_model(data, masks, config, progress=False)
+    majority = torch.bincount(data.y[val]).max().item() / int(val.sum())
+    assert metrics["val"]["accuracy"] > majority + 0.2
