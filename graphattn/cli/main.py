@@ -79,6 +79,11 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         default="sparse",
         help="attention mode (same weights in every mode)",
     )
+    p.add_argument(
+        "--no-descriptors",
+        action="store_true",
+        help="molecules: graph features only, no RDKit whole-molecule descriptors",
+    )
     p.add_argument("--hidden", type=int)
     p.add_argument("--layers", type=int)
     p.add_argument("--heads", type=int)
@@ -114,6 +119,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=Path("bench_out"))
     p.add_argument("--repeats", type=int, help="timed repeats per case (median reported)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto")
+    p.add_argument("--data-dir", type=Path, help="folder with esol/ (default: $GRAPHATTN_DATA)")
     p.add_argument("--no-progress", action="store_true")
 
 
@@ -140,24 +146,40 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def _train_molecules(args: argparse.Namespace) -> int:
     from graphattn.datasets.molecules import MoleculeCSV, load_molecule_dataset
-    from graphattn.train.molecules import MoleculeTrainConfig, train_molecule_model
+    from graphattn.featurize.molecule import MoleculeFeaturizer
+    from graphattn.train.molecules import (
+        DATASET_DEFAULTS,
+        MoleculeTrainConfig,
+        train_molecule_model,
+    )
 
     if args.csv is not None:
         if not args.target_cols:
             raise SystemExit("graphattn train --csv needs at least one --target-col")
-        dataset = MoleculeCSV(args.csv, smiles_col=args.smiles_col, target_cols=args.target_cols)
+        featurizer = MoleculeFeaturizer(descriptors=not args.no_descriptors)
+        dataset = MoleculeCSV(
+            args.csv,
+            smiles_col=args.smiles_col,
+            target_cols=args.target_cols,
+            featurizer=featurizer,
+        )
         name = args.csv.name
     else:
         name = args.dataset or DEFAULT_DATASET
         if name not in MOLECULE_SETS:
             raise SystemExit(f"unknown data set {name!r}; choose from {MOLECULE_SETS + NODE_SETS}")
-        dataset = load_molecule_dataset(name, data_dir=args.data_dir)
+        featurizer = None  # the data set's default (see MOLECULE_DATASETS)
+        if args.no_descriptors:
+            featurizer = MoleculeFeaturizer(descriptors=False)
+        dataset = load_molecule_dataset(name, data_dir=args.data_dir, featurizer=featurizer)
+    settings = dict(DATASET_DEFAULTS.get(name, {}))
+    settings.update(_overrides(args, ("epochs", "batch_size", "lr", "patience")))
     config = MoleculeTrainConfig(
         seed=args.seed,
         split=args.split,
         task=args.task,
         model={"mode": args.mode, **_overrides(args, ("hidden", "layers", "heads"))},
-        **_overrides(args, ("epochs", "batch_size", "lr", "patience")),
+        **settings,
     )
     if args.split_fractions:
         config.fractions = tuple(args.split_fractions)
@@ -260,6 +282,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         repeats=args.repeats,
         device=args.device,
         progress=not args.no_progress,
+        data_dir=args.data_dir,
     )
     print(f"wrote {len(result['cases'])} cases to {args.out}")
     return 0

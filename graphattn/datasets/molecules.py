@@ -97,7 +97,8 @@ class MoleculeDataset(Dataset):
         records (Iterable[MoleculeRecord | SkippedRow]): the data rows in file order;
             a :class:`SkippedRow` is a row the reader already rejected.
         target_cols (Sequence[str]): names of the ``T`` targets.
-        featurizer (MoleculeFeaturizer, optional): default settings when ``None``.
+        featurizer (MoleculeFeaturizer, optional): when ``None``, the default settings
+            with the data set's ``descriptors`` choice (see :class:`MoleculeDatasetInfo`).
         name (str, optional): a name for messages. (default: ``"molecules"``)
 
     Attributes:
@@ -253,7 +254,8 @@ class MoleculeCSV(MoleculeDataset):
         smiles_col (str): the SMILES column. (default: ``"smiles"``)
         target_cols (str or Sequence[str]): the target column(s); may be empty for
             unlabelled molecules. (default: ``()``)
-        featurizer (MoleculeFeaturizer, optional): default settings when ``None``.
+        featurizer (MoleculeFeaturizer, optional): when ``None``, the default settings
+            with the data set's ``descriptors`` choice (see :class:`MoleculeDatasetInfo`).
         name (str, optional): a name for messages. (default: the file name)
         limit (int, optional): read at most this many data rows.
         fieldnames (Sequence[str], optional): column names of a file without a header
@@ -327,7 +329,8 @@ class MoleculeSDF(MoleculeDataset):
     Args:
         path (str or Path): the SD file.
         target_cols (str or Sequence[str]): the target property name(s).
-        featurizer (MoleculeFeaturizer, optional): default settings when ``None``.
+        featurizer (MoleculeFeaturizer, optional): when ``None``, the default settings
+            with the data set's ``descriptors`` choice (see :class:`MoleculeDatasetInfo`).
         name (str, optional): a name for messages. (default: the file name)
         limit (int, optional): read at most this many records.
     """
@@ -401,6 +404,8 @@ class MoleculeDatasetInfo:
         num_molecules: data rows in the file.
         description: one line on what the targets are.
         card: path of the data set card in the repository.
+        descriptors: whether the default featurizer adds RDKit's whole-molecule
+            descriptors (off for ``nci-tpsa``, whose target *is* an RDKit descriptor).
     """
 
     name: str
@@ -412,6 +417,7 @@ class MoleculeDatasetInfo:
     num_molecules: int
     description: str
     card: str
+    descriptors: bool = True
 
 
 MOLECULE_DATASETS: dict[str, MoleculeDatasetInfo] = {
@@ -448,6 +454,7 @@ MOLECULE_DATASETS: dict[str, MoleculeDatasetInfo] = {
         description="topological polar surface area (Ertl 2000) of NCI molecules, "
         "shipped with RDKit (no download)",
         card="datasets/nci-tpsa.md",
+        descriptors=False,
     ),
 }
 
@@ -484,7 +491,8 @@ def load_molecule_dataset(
         data_dir (str or Path, optional): folder with the files of ``esol`` and
             ``freesolv`` (see :func:`~graphattn.datasets.files.resolve_file`); unused
             for ``nci-tpsa``, which ships with RDKit.
-        featurizer (MoleculeFeaturizer, optional): default settings when ``None``.
+        featurizer (MoleculeFeaturizer, optional): when ``None``, the default settings
+            with the data set's ``descriptors`` choice (see :class:`MoleculeDatasetInfo`).
         limit (int, optional): read at most this many data rows.
 
     Raises:
@@ -494,6 +502,8 @@ def load_molecule_dataset(
     if name not in MOLECULE_DATASETS:
         raise KeyError(f"unknown molecule data set {name!r}; known: {sorted(MOLECULE_DATASETS)}")
     info = MOLECULE_DATASETS[name]
+    if featurizer is None:
+        featurizer = MoleculeFeaturizer(descriptors=info.descriptors)
     if name == "nci-tpsa":
         path = nci_tpsa_path()
         options = {"fieldnames": ("smiles", "tpsa"), "comment": "#"}

@@ -44,9 +44,9 @@ class MoleculeModelConfig:
     atom_dim: int
     bond_dim: int
     num_tasks: int = 1
-    hidden: int = 128
-    layers: int = 4
-    heads: int = 8
+    hidden: int = 64
+    layers: int = 3
+    heads: int = 4
     ffn_ratio: float = 2.0
     dropout: float = 0.1
     readout: tuple[str, ...] = ("mean", "max")
