@@ -278,3 +278,22 @@ def test_reason_without_rdkit_log_capture(monkeypatch: pytest.MonkeyPatch) -> No
         parse_smiles("C1CC")
     with pytest.raises(InvalidSmilesError, match="valence"):
         parse_smiles("C(C)(C)(C)(C)C")
+
+
+def test_descriptors_are_optional_and_match_rdkit() -> None:
+    import numpy as np
+    from rdkit.Chem import Crippen
+
+    from graphattn.featurize.descriptors import DESCRIPTOR_NAMES
+
+    plain = MoleculeFeaturizer()
+    assert plain.mol_dim == 0 and not hasattr(plain("CCO"), "mol_x")
+    featurizer = MoleculeFeaturizer(descriptors=True)
+    data = featurizer("CCO")
+    assert data.mol_x.shape == (1, len(DESCRIPTOR_NAMES)) == (1, featurizer.mol_dim)
+    assert torch.isfinite(data.mol_x).all()
+    logp = Crippen.MolLogP(Chem.MolFromSmiles("CCO"))
+    column = DESCRIPTOR_NAMES.index("MolLogP")
+    expected = np.sign(logp) * np.log1p(abs(logp))
+    assert abs(float(data.mol_x[0, column]) - expected) < 1e-5
+    assert MoleculeFeaturizer.from_dict(featurizer.to_dict()).descriptors is True
