@@ -11,10 +11,17 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import Tensor, nn
 
+from graphattn.errors import GraphInputError
 from graphattn.models.readout import Readout
+from graphattn.nn.encodings import PositionalEncoder
+from graphattn.nn.hybrid import HybridLayer
 from graphattn.nn.transformer import GraphTransformerLayer, make_norm
+from graphattn.transforms import AddLaplacianPE, AddRandomWalkPE
 
-__all__ = ["MoleculeModel", "MoleculeModelConfig"]
+__all__ = ["LAYER_TYPES", "MoleculeModel", "MoleculeModelConfig"]
+
+LAYER_TYPES = {"transformer": GraphTransformerLayer, "hybrid": HybridLayer}
+PE_ATTRIBUTES = {None: None, "lap": "lap_pe", "rw": "rw_pe"}
 
 
 @dataclass
@@ -37,8 +44,14 @@ class MoleculeModelConfig:
         mol_dim: width of whole-molecule descriptors ``mol_x`` fed to the head next to
             the pooled graph vector (0: none). They are standardised with training-set
             statistics kept as buffers (see :meth:`MoleculeModel.fit_descriptor_scaler`).
+        layer_type: ``transformer`` (:class:`GraphTransformerLayer`) or ``hybrid``
+            (:class:`HybridLayer`: edge-restricted + global attention, GraphGPS style).
+        pe: positional encoding added to the atom vectors: ``None``, ``lap`` (Laplacian
+            eigenvectors, random sign flips in training) or ``rw`` (random-walk landing
+            probabilities); computed per molecule by :meth:`MoleculeModel.pe_transform`.
+        pe_dim: number of encoding columns k.
         attention: extra keyword arguments of :class:`GraphSelfAttention` (``score``,
-            ``normalize``, ``hops``, ...).
+            ``normalize``, ``hops``, ``attend``, ``hop_bias``, ...).
     """
 
     atom_dim: int
@@ -54,6 +67,9 @@ class MoleculeModelConfig:
     mode: str = "sparse"
     task: str = "regression"
     mol_dim: int = 0
+    layer_type: str = "transformer"
+    pe: str | None = None
+    pe_dim: int = 8
     attention: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -86,8 +102,15 @@ class MoleculeModel(nn.Module):
         c = config
         self.atom_encoder = nn.Linear(c.atom_dim, c.hidden)
         self.bond_encoder = nn.Linear(c.bond_dim, c.hidden) if c.bond_dim else None
+        if c.layer_type not in LAYER_TYPES:
+            raise GraphInputError(f"layer_type must be one of {tuple(LAYER_TYPES)}")
+        if c.pe not in PE_ATTRIBUTES:
+            raise GraphInputError(f"pe must be one of {tuple(PE_ATTRIBUTES)}, got {c.pe!r}")
+        self.pe_encoder = (
+            PositionalEncoder(c.hidden, c.pe_dim, sign_flip=c.pe == "lap") if c.pe else None
+        )
         self.layers = nn.ModuleList(
-            GraphTransformerLayer(
+            LAYER_TYPES[c.layer_type](
                 c.hidden,
                 c.heads,
                 ffn_ratio=c.ffn_ratio,
@@ -116,6 +139,15 @@ class MoleculeModel(nn.Module):
         self.mol_mean.copy_(mol_x.mean(0))
         self.mol_std.copy_(mol_x.std(0).clamp(min=1e-6))
 
+    def pe_transform(self):
+        """The PyG transform that adds this model's positional encoding (or None)."""
+        c = self.config
+        if c.pe == "lap":
+            return AddLaplacianPE(c.pe_dim, attr_name=PE_ATTRIBUTES["lap"])
+        if c.pe == "rw":
+            return AddRandomWalkPE(c.pe_dim, attr_name=PE_ATTRIBUTES["rw"])
+        return None
+
     def set_mode(self, mode: str) -> None:
         """Switch every attention layer to ``sparse``, ``dense`` or ``auto``."""
         for layer in self.layers:
@@ -124,6 +156,8 @@ class MoleculeModel(nn.Module):
     def node_embeddings(self, data) -> Tensor:
         """``[N, hidden]`` atom vectors after the transformer stack."""
         h = self.atom_encoder(data.x)
+        if self.pe_encoder is not None:
+            h = self.pe_encoder(h, getattr(data, PE_ATTRIBUTES[self.config.pe]), data.batch)
         edge_attr = None
         if self.bond_encoder is not None:
             edge_attr = self.bond_encoder(data.edge_attr.to(h.dtype))

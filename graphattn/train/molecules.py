@@ -184,6 +184,9 @@ def train_molecule_model(
         **config.model,
     )
     model = MoleculeModel(model_config)
+    transform = model.pe_transform()
+    if transform is not None:
+        parts = {name: [transform(d.clone()) for d in part] for name, part in parts.items()}
     if model_config.mol_dim:
         model.fit_descriptor_scaler(torch.cat([d.mol_x for d in parts["train"]]))
     generator = torch.Generator().manual_seed(config.seed)
@@ -346,9 +349,11 @@ def predict_molecules(
     preds = np.full((len(smiles), num_tasks), np.nan)
     errors = [""] * len(smiles)
     graphs, rows = [], []
+    transform = model.pe_transform()
     for i, s in enumerate(smiles):
         try:
-            graphs.append(featurizer(s))
+            graph = featurizer(s)
+            graphs.append(graph if transform is None else transform(graph))
             rows.append(i)
         except ValueError as err:
             errors[i] = str(err)
