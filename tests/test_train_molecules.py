@@ -213,3 +213,24 @@ def test_molecule_csv_api_roundtrip(tmp_path):
     source.write_text("smiles,a,b\nCCO,1,\nCCN,,2\n")
     dataset = MoleculeCSV(source, smiles_col="smiles", target_cols=["a", "b"])
     assert dataset[0].y.shape == (1, 2) and torch.isnan(dataset[0].y[0, 1])
+
+
+def test_an_ensemble_averages_its_members_and_round_trips(tmp_path):
+    from graphattn.models.molecule import MoleculeEnsemble
+
+    source = tmp_path / "m.csv"
+    source.write_text("smiles,y\n" + "".join(f"{'C' * n}O,{n * 0.5}\n" for n in range(1, 13)))
+    dataset = MoleculeCSV(source, target_cols=["y"])
+    config = MoleculeTrainConfig(epochs=2, ensemble=2, model={"hidden": 16, "layers": 1})
+    metrics = train_molecule_model(dataset, config, run_dir=tmp_path / "run", progress=False)
+    ensemble = metrics["model"]
+    assert isinstance(ensemble, MoleculeEnsemble) and metrics["ensemble_size"] == 2
+    batch = next(iter(torch_geometric_loader([dataset[i] for i in range(4)])))
+    with torch.no_grad():
+        members = [m(batch) for m in ensemble.members]
+        torch.testing.assert_close(ensemble(batch), (members[0] + members[1]) / 2)
+        assert not torch.allclose(members[0], members[1])  # different initialisations
+    loaded, _ = load_molecule_model(tmp_path / "run")
+    assert isinstance(loaded, MoleculeEnsemble) and len(loaded.members) == 2
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(batch), ensemble(batch))

@@ -18,7 +18,7 @@ from graphattn.nn.hybrid import HybridLayer
 from graphattn.nn.transformer import GraphTransformerLayer, make_norm
 from graphattn.transforms import AddLaplacianPE, AddRandomWalkPE
 
-__all__ = ["LAYER_TYPES", "MoleculeModel", "MoleculeModelConfig"]
+__all__ = ["LAYER_TYPES", "MoleculeEnsemble", "MoleculeModel", "MoleculeModelConfig"]
 
 LAYER_TYPES = {"transformer": GraphTransformerLayer, "hybrid": HybridLayer}
 PE_ATTRIBUTES = {None: None, "lap": "lap_pe", "rw": "rw_pe"}
@@ -176,3 +176,26 @@ class MoleculeModel(nn.Module):
             scaled = ((data.mol_x - self.mol_mean) / self.mol_std).clamp(-6.0, 6.0)
             pooled = torch.cat([pooled, scaled], dim=-1)
         return self.head(pooled)
+
+
+class MoleculeEnsemble(nn.Module):
+    """The average prediction of several :class:`MoleculeModel` s of one architecture.
+
+    Args:
+        members: models trained from different initialisations (same config).
+    """
+
+    def __init__(self, members: list[MoleculeModel]) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(members)
+        self.config = members[0].config
+
+    def pe_transform(self):
+        return self.members[0].pe_transform()
+
+    def set_mode(self, mode: str) -> None:
+        for member in self.members:
+            member.set_mode(mode)
+
+    def forward(self, data) -> Tensor:
+        return torch.stack([member(data) for member in self.members]).mean(0)

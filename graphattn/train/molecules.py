@@ -19,7 +19,7 @@ from torch_geometric.loader import DataLoader
 from tqdm.auto import tqdm
 
 from graphattn.featurize.molecule import MoleculeFeaturizer
-from graphattn.models.molecule import MoleculeModel, MoleculeModelConfig
+from graphattn.models.molecule import MoleculeEnsemble, MoleculeModel, MoleculeModelConfig
 from graphattn.splits.molecules import random_split, save_split, scaffold_split
 from graphattn.train.checkpoint import load_checkpoint, save_checkpoint
 from graphattn.train.loop import EarlyStopping, seed_everything, warmup_cosine, write_json
@@ -60,7 +60,9 @@ class MoleculeTrainConfig:
         fractions: train / validation / test fractions.
         task: ``"regression"`` or ``"classification"``.
         model: overrides of :class:`MoleculeModelConfig` fields (``hidden``, ``layers``...).
-        max_seconds: stop training after this wall time (None: no limit).
+        max_seconds: stop training one model after this wall time (None: no limit).
+        ensemble: train this many models from different initialisations on the same
+            split and average their predictions (a :class:`MoleculeEnsemble`).
     """
 
     epochs: int = 80
@@ -75,6 +77,7 @@ class MoleculeTrainConfig:
     task: str = "regression"
     model: dict = field(default_factory=dict)
     max_seconds: float | None = None
+    ensemble: int = 1
 
 
 class TargetScaler:
@@ -183,73 +186,31 @@ def train_molecule_model(
         mol_dim=featurizer.mol_dim,
         **config.model,
     )
-    model = MoleculeModel(model_config)
-    transform = model.pe_transform()
+    transform = MoleculeModel(model_config).pe_transform()
     if transform is not None:
         parts = {name: [transform(d.clone()) for d in part] for name, part in parts.items()}
-    if model_config.mol_dim:
-        model.fit_descriptor_scaler(torch.cat([d.mol_x for d in parts["train"]]))
-    generator = torch.Generator().manual_seed(config.seed)
-    train_loader = DataLoader(
-        parts["train"],
-        batch_size=config.batch_size,
-        shuffle=True,
-        generator=generator,
-        drop_last=len(parts["train"]) > config.batch_size,
-    )
     eval_loaders = {
         name: DataLoader(parts[name], batch_size=256) for name in ("train", "val", "test")
     }
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=config.lr, weight_decay=config.weight_decay
-    )
-    steps_per_epoch = max(1, len(train_loader))
-    schedule = warmup_cosine(
-        optimizer, config.warmup_epochs * steps_per_epoch, config.epochs * steps_per_epoch
-    )
     metric = "rmse" if task == "regression" else "roc_auc"
-    stopper = EarlyStopping(config.patience, higher_is_better=task != "regression")
-    history: list[dict] = []
+    members, history, best_epochs = [], [], []
     start = time.perf_counter()
-    bar = tqdm(
-        range(1, config.epochs + 1),
-        desc=f"train {dataset_name}",
-        unit="epoch",
-        disable=not progress,
-    )
-    for epoch in bar:
-        model.train()
-        total, count = 0.0, 0
-        for batch in train_loader:
-            optimizer.zero_grad()
-            loss = masked_loss(model(batch), scaler.transform(batch.y), task)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-            optimizer.step()
-            schedule.step()
-            total += loss.item() * batch.num_graphs
-            count += batch.num_graphs
-        val_pred, val_y = _predict_loader(model, eval_loaders["val"], scaler, task)
-        val_value = _metrics(task, val_y, val_pred)[metric]
-        best = stopper.step(val_value, epoch, model)
-        history.append(
-            {
-                "epoch": epoch,
-                "train_loss": total / max(count, 1),
-                f"val_{metric}": val_value,
-                "best": best,
-            }
+    for member in range(config.ensemble):
+        seed_everything(config.seed * 1000 + member)
+        model = MoleculeModel(model_config)
+        if model_config.mol_dim:
+            model.fit_descriptor_scaler(torch.cat([d.mol_x for d in parts["train"]]))
+        label = f"train {dataset_name}" + (
+            f" [{member + 1}/{config.ensemble}]" if config.ensemble > 1 else ""
         )
-        bar.set_postfix(
-            loss=f"{total / max(count, 1):.4f}", **{f"val_{metric}": f"{val_value:.4f}"}
+        member_history, best_epoch = _fit(
+            model, parts["train"], eval_loaders["val"], scaler, config, metric, label, progress
         )
-        out_of_time = config.max_seconds is not None and (
-            time.perf_counter() - start > config.max_seconds
-        )
-        if stopper.should_stop or out_of_time:
-            break
+        members.append(model)
+        history += [{**h, "member": member} for h in member_history]
+        best_epochs.append(best_epoch)
     train_seconds = time.perf_counter() - start
-    stopper.restore(model)
+    model = members[0] if len(members) == 1 else MoleculeEnsemble(members).eval()
 
     results = {}
     predictions = {}
@@ -268,8 +229,9 @@ def train_molecule_model(
         "test": results["test"],
         "val": results["val"],
         "train": results["train"],
-        "best_epoch": stopper.best_epoch,
+        "best_epoch": best_epochs[0] if len(best_epochs) == 1 else best_epochs,
         "epochs_run": len(history),
+        "ensemble_size": len(members),
         "train_seconds": round(train_seconds, 2),
         "config": {**asdict(config), "model": model_config.to_dict()},
     }
@@ -289,6 +251,68 @@ def train_molecule_model(
     return {**metrics, "model": model}
 
 
+def _fit(
+    model: MoleculeModel,
+    train_items: list,
+    val_loader: DataLoader,
+    scaler: TargetScaler,
+    config: MoleculeTrainConfig,
+    metric: str,
+    label: str,
+    progress: bool,
+) -> tuple[list[dict], int]:
+    """Train one model with warm-up + cosine decay and early stopping on validation.
+
+    Leaves the best validation weights in ``model``; returns ``(history, best_epoch)``.
+    """
+    generator = torch.Generator().manual_seed(torch.initial_seed() % 2**63)
+    train_loader = DataLoader(
+        train_items,
+        batch_size=config.batch_size,
+        shuffle=True,
+        generator=generator,
+        drop_last=len(train_items) > config.batch_size,
+    )
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=config.lr, weight_decay=config.weight_decay
+    )
+    steps_per_epoch = max(1, len(train_loader))
+    schedule = warmup_cosine(
+        optimizer, config.warmup_epochs * steps_per_epoch, config.epochs * steps_per_epoch
+    )
+    stopper = EarlyStopping(config.patience, higher_is_better=config.task != "regression")
+    history: list[dict] = []
+    start = time.perf_counter()
+    bar = tqdm(range(1, config.epochs + 1), desc=label, unit="epoch", disable=not progress)
+    for epoch in bar:
+        model.train()
+        total, count = 0.0, 0
+        for batch in train_loader:
+            optimizer.zero_grad()
+            loss = masked_loss(model(batch), scaler.transform(batch.y), config.task)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            optimizer.step()
+            schedule.step()
+            total += loss.item() * batch.num_graphs
+            count += batch.num_graphs
+        val_pred, val_y = _predict_loader(model, val_loader, scaler, config.task)
+        val_value = _metrics(config.task, val_y, val_pred)[metric]
+        best = stopper.step(val_value, epoch, model)
+        loss_value = total / max(count, 1)
+        history.append(
+            {"epoch": epoch, "train_loss": loss_value, f"val_{metric}": val_value, "best": best}
+        )
+        bar.set_postfix(loss=f"{loss_value:.4f}", **{f"val_{metric}": f"{val_value:.4f}"})
+        out_of_time = config.max_seconds is not None and (
+            time.perf_counter() - start > config.max_seconds
+        )
+        if stopper.should_stop or out_of_time:
+            break
+    stopper.restore(model)
+    return history, stopper.best_epoch
+
+
 def _write_run(
     run_dir: Path, model, dataset, split, parts, test_pred, scaler, history, metrics, metric
 ) -> None:
@@ -302,6 +326,7 @@ def _write_run(
         scaler=scaler.to_dict(),
         target_cols=list(dataset.target_cols),
         task=metrics["task"],
+        ensemble_size=metrics["ensemble_size"],
     )
     write_json(run_dir / "metrics.json", metrics)
     write_json(run_dir / "history.json", {"history": history})
@@ -318,14 +343,20 @@ def _write_run(
             )
 
 
-def load_molecule_model(run_dir: str | Path) -> tuple[MoleculeModel, dict]:
+def load_molecule_model(run_dir: str | Path) -> tuple[MoleculeModel | MoleculeEnsemble, dict]:
     """Rebuild a trained model from a run folder: ``(model in eval mode, checkpoint meta)``."""
     checkpoint = load_checkpoint(run_dir)
     if checkpoint.get("kind") != "molecule":
         raise ValueError(
             f"{run_dir} holds a {checkpoint.get('kind')!r} model, not a molecule model"
         )
-    model = MoleculeModel(MoleculeModelConfig.from_dict(checkpoint["model_config"]))
+    config = MoleculeModelConfig.from_dict(checkpoint["model_config"])
+    size = int(checkpoint.get("ensemble_size", 1))
+    model = (
+        MoleculeModel(config)
+        if size == 1
+        else MoleculeEnsemble([MoleculeModel(config) for _ in range(size)])
+    )
     model.load_state_dict(checkpoint["state_dict"])
     return model.eval(), checkpoint
 

@@ -14,23 +14,29 @@ __all__ = ["plot_confusion_matrix", "plot_graph", "plot_learning_curve"]
 
 
 def plot_learning_curve(history: list[dict], metric: str, path: str | Path) -> Path:
-    """Training loss and the validation metric per epoch, best epoch marked."""
-    epochs = [h["epoch"] for h in history]
+    """Training loss and the validation metric per epoch, best epoch marked.
+
+    Histories of several ensemble members (a ``member`` key) are drawn as one line each.
+    """
     fig, (ax_loss, ax_val) = plt.subplots(1, 2, figsize=(10, 4))
-    ax_loss.plot(epochs, [h["train_loss"] for h in history], label="train loss")
+    members = sorted({h.get("member", 0) for h in history})
+    for member in members:
+        rows = [h for h in history if h.get("member", 0) == member]
+        name = f" (model {member + 1})" if len(members) > 1 else ""
+        epochs = [h["epoch"] for h in rows]
+        ax_loss.plot(epochs, [h["train_loss"] for h in rows], label=f"train loss{name}")
+        values = [h.get(f"val_{metric}", np.nan) for h in rows]
+        line = ax_val.plot(epochs, values, label=f"validation {metric}{name}")[0]
+        best = [h["epoch"] for h in rows if h.get("best")]
+        if best:
+            ax_val.axvline(best[-1], color=line.get_color(), linestyle="--", alpha=0.6)
     ax_loss.set_xlabel("epoch")
     ax_loss.set_ylabel("loss")
     ax_loss.set_yscale("log")
-    ax_loss.legend()
-    values = [h.get(f"val_{metric}", np.nan) for h in history]
-    ax_val.plot(epochs, values, color="tab:orange", label=f"validation {metric}")
-    if any(np.isfinite(values)):
-        best = [h["epoch"] for h in history if h.get("best")]
-        if best:
-            ax_val.axvline(best[-1], color="grey", linestyle="--", label=f"best epoch {best[-1]}")
-    ax_val.set_xlabel("epoch")
+    ax_loss.legend(fontsize="small")
+    ax_val.set_xlabel("epoch (dashed: best)")
     ax_val.set_ylabel(metric)
-    ax_val.legend()
+    ax_val.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
