@@ -1,0 +1,20 @@
+"""Training, prediction and evaluation (the CLI is a thin layer over these)."""
+
+from graphattn.train.molecules import (
+    MoleculeTrainConfig,
+    evaluate_molecules,
+    load_molecule_model,
+    predict_molecules,
+    train_molecule_model,
+)
+from graphattn.train.nodes import NodeTrainConfig, train_node_model
+
+__all__ = [
+    "MoleculeTrainConfig",
+    "NodeTrainConfig",
+    "evaluate_molecules",
+    "load_molecule_model",
+    "predict_molecules",
+    "train_molecule_model",
+    "train_node_model",
+]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +55,8 @@ class NodeTrainConfig:
         label_inputs: known training labels as inputs (masked label prediction);
             ``None`` = on when at least 30% of the labelled nodes are for training.
         label_mask_rate: share of training labels hidden (and scored) each epoch.
+        attention: extra keyword arguments of every :class:`GraphSelfAttention`
+            (``hops``, ``attend``, ``normalize``, ``score``, ``kernel``, ...).
     """
 
     epochs: int = 300
@@ -72,6 +74,7 @@ class NodeTrainConfig:
     mode: str = "sparse"
     label_inputs: bool | None = None
     label_mask_rate: float = 0.5
+    attention: dict = field(default_factory=dict)
 
 
 def _use_label_inputs(config: NodeTrainConfig, masks: dict[str, torch.Tensor]) -> bool:
@@ -129,6 +132,7 @@ def train_node_model(
             input_dropout=config.input_dropout,
             mode=config.mode,
             label_inputs=label_inputs,
+            attention=dict(config.attention),
         )
     )
     optimizer = torch.optim.AdamW(

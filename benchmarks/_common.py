@@ -1,0 +1,161 @@
+"""Helpers shared by the target and ablation benchmarks.
+
+Machine description, argument parsing, thread setup, timing, mean/std summaries and
+writing the JSON + markdown outputs. The scripts import this module as ``_common``
+(they run as ``python benchmarks/<script>.py``, which puts ``benchmarks/`` on the path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from graphattn.train.loop import write_json
+
+__all__ = [
+    "Timer",
+    "add_common_args",
+    "fmt",
+    "fmt_mean_std",
+    "machine_info",
+    "machine_line",
+    "markdown_table",
+    "met",
+    "setup",
+    "summarize",
+    "write_outputs",
+    "yes_no",
+]
+
+log = logging.getLogger("benchmarks")
+
+
+def add_common_args(parser: argparse.ArgumentParser, seeds: Sequence[int]) -> None:
+    """Add ``--data-dir``, ``--seeds``, ``--threads``, ``--smoke`` and ``--out``."""
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=os.environ.get("GRAPHATTN_DATA"),
+        help="folder with esol/, freesolv/, facebook-pages/ (default: $GRAPHATTN_DATA)",
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(seeds))
+    parser.add_argument(
+        "--threads", type=int, help="torch.set_num_threads (default: torch's own choice)"
+    )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny settings (1-2 epochs, 1 seed, subsets) to check the pipeline; "
+        "the figures are meaningless",
+    )
+    parser.add_argument("--out", type=Path, default=Path("bench_out"), help="output folder")
+
+
+def setup(args: argparse.Namespace) -> None:
+    """Logging, torch threads, output folder; ``--smoke`` keeps only the first seed."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    logging.getLogger("graphattn").setLevel(logging.ERROR)  # e.g. facebook self-loop notes
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.smoke:
+        args.seeds = args.seeds[:1]
+    args.out.mkdir(parents=True, exist_ok=True)
+
+
+def machine_info() -> dict:
+    """CPU model, cores, torch threads, memory, load, versions (and CUDA if any)."""
+    from graphattn.bench.machine import describe_machine
+
+    return describe_machine()
+
+
+def machine_line(machine: dict, smoke: bool) -> str:
+    """One markdown line naming the machine (and flagging a smoke run)."""
+    load = machine.get("load_average_1_5_15")
+    line = (
+        f"Machine: {machine['cpu_model']}, {machine['usable_cores']} usable cores, "
+        f"torch threads {machine['torch_threads']}, load average at start "
+        f"{fmt(load[0], 1) if load else '?'}."
+    )
+    return line + (" **Smoke run (`--smoke`): the figures are meaningless.**" if smoke else "")
+
+
+class Timer:
+    """``with Timer() as t: ...`` then ``t.seconds`` (wall time, ``perf_counter``)."""
+
+    def __enter__(self) -> Timer:
+        self.start = time.perf_counter()
+        self.seconds = float("nan")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.seconds = time.perf_counter() - self.start
+
+
+def summarize(values: Iterable[float | None]) -> dict:
+    """``{"mean", "std", "min", "max", "n"}`` of the finite values (sample std, ddof=1)."""
+    finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    if not finite:
+        return {"mean": None, "std": None, "min": None, "max": None, "n": 0}
+    arr = np.asarray(finite)
+    return {
+        "mean": float(arr.mean()),
+        "std": float(arr.std(ddof=1)) if arr.size > 1 else None,
+        "min": float(arr.min()),
+        "max": float(arr.max()),
+        "n": int(arr.size),
+    }
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    """A number for a table; ``—`` for a missing one."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    return f"{value:.{digits}f}"
+
+
+def fmt_mean_std(summary: dict, digits: int = 3) -> str:
+    """``mean ± std`` (or just the mean with one value) of a :func:`summarize` dict."""
+    if summary["mean"] is None:
+        return "—"
+    if summary["std"] is None:
+        return fmt(summary["mean"], digits)
+    return f"{fmt(summary['mean'], digits)} ± {fmt(summary['std'], digits)}"
+
+
+def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A GitHub markdown table; cells are converted with ``str``."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_outputs(out_dir: Path, stem: str, payload: dict, markdown: str | None = None) -> None:
+    """Write ``stem.json`` (NaN as null) and, when given, ``stem.md`` into ``out_dir``.
+
+    The scripts call it after every run without markdown (``"complete": false`` in the
+    payload), so a long run that dies keeps what it measured.
+    """
+    write_json(out_dir / f"{stem}.json", payload)
+    if markdown is not None:
+        (out_dir / f"{stem}.md").write_text(markdown.rstrip() + "\n", encoding="utf-8")
+
+
+def met(value: float | None, threshold: float, higher_is_better: bool) -> bool | None:
+    """Whether ``value`` meets ``threshold`` (``None`` when there is no value)."""
+    if value is None:
+        return None
+    return value >= threshold if higher_is_better else value <= threshold
+
+
+def yes_no(flag: bool | None) -> str:
+    """``yes`` / ``no`` / ``—`` for a target table."""
+    return "—" if flag is None else ("yes" if flag else "**no**")
