@@ -250,13 +250,13 @@ def prepare_edges(
     Returns:
         An :class:`EdgeSet`; use :meth:`EdgeSet.merge_edge_features` for edge features.
     """
-    validate_edge_index(edge_index, num_nodes)
     if attend not in ATTEND:
         raise GraphInputError(f"attend must be one of {ATTEND}, got {attend!r}")
     if hops < 1:
         raise GraphInputError(f"hops must be at least 1, got {hops}")
 
     def build() -> EdgeSet:
+        validate_edge_index(edge_index, num_nodes)
         extra = _extra_pairs(edge_index, num_nodes, attend, hops, batch)
         return _build(edge_index, num_nodes, add_self_loops, extra)
 

@@ -1,0 +1,227 @@
+"""Numbers derived from the case records: ratios, auto vs best, crossover, targets.
+
+All functions take the list of case dicts written to ``bench.json`` (see
+:func:`graphattn.bench.worker.run_case`) and ignore cases that did not run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+__all__ = [
+    "AUTO_TOLERANCE",
+    "add_bandwidth",
+    "auto_vs_best",
+    "bandwidth_summary",
+    "crossover_density",
+    "derive",
+    "pair_ratios",
+    "target_checks",
+]
+
+AUTO_TOLERANCE = 1.10  # auto may be at most 10% slower than the faster mode
+SPARSE_IMPLS = ("fused", "reference", "pyg")
+
+
+def _ok(cases: list[dict]) -> list[dict]:
+    return [c for c in cases if c.get("status") == "ok"]
+
+
+def _by_group(cases: list[dict]) -> dict[str, dict[str, dict]]:
+    """group -> impl -> case, for the cases that ran, in first-seen order."""
+    groups: dict[str, dict[str, dict]] = defaultdict(dict)
+    for case in _ok(cases):
+        groups[case["group"]][case["impl"]] = case
+    return dict(groups)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b <= 0:
+        return None
+    return a / b
+
+
+def pair_ratios(cases: list[dict], numerator: str, denominator: str) -> list[dict]:
+    """Time and extra-peak-memory ratio ``numerator / denominator`` for every group."""
+    rows = []
+    for group, impls in _by_group(cases).items():
+        top, bottom = impls.get(numerator), impls.get(denominator)
+        if top is None or bottom is None:
+            continue
+        rows.append(
+            {
+                "group": group,
+                "suite": top["suite"],
+                "num_nodes": top.get("num_nodes"),
+                "num_edges": top.get("num_edges"),
+                "time_ratio": _ratio(top["median_seconds"], bottom["median_seconds"]),
+                "memory_ratio": _ratio(top["peak_extra_bytes"], bottom["peak_extra_bytes"]),
+            }
+        )
+    return rows
+
+
+def _sparse_case(impls: dict[str, dict]) -> dict | None:
+    """The sparse mode auto would run: the fused kernel, else the reference."""
+    return impls.get("fused") or impls.get("reference")
+
+
+def auto_vs_best(cases: list[dict]) -> list[dict]:
+    """For every group with an ``auto`` run: its time against the faster of sparse/dense."""
+    rows = []
+    for group, impls in _by_group(cases).items():
+        auto = impls.get("auto")
+        modes = {"sparse": _sparse_case(impls), "dense": impls.get("dense")}
+        modes = {m: c for m, c in modes.items() if c is not None}
+        if auto is None or not modes:
+            continue
+        best_mode = min(modes, key=lambda m: modes[m]["median_seconds"])
+        ratio = auto["median_seconds"] / modes[best_mode]["median_seconds"]
+        rows.append(
+            {
+                "group": group,
+                "density": auto.get("density"),
+                "auto_choice": auto.get("auto_choice"),
+                "best_mode": best_mode,
+                "same_mode_as_best": auto.get("auto_choice") == best_mode,
+                "auto_seconds": auto["median_seconds"],
+                "best_seconds": modes[best_mode]["median_seconds"],
+                "ratio": ratio,
+                "within_10_percent": ratio <= AUTO_TOLERANCE,
+            }
+        )
+    return rows
+
+
+def _density_points(cases: list[dict]) -> list[dict]:
+    """Density sweep points with both modes measured, by increasing density."""
+    points = []
+    for impls in _by_group([c for c in cases if c.get("suite") == "density"]).values():
+        sparse, dense = _sparse_case(impls), impls.get("dense")
+        if sparse is None or dense is None:
+            continue
+        points.append(
+            {
+                "density": sparse["density"],
+                "in_degree": sparse.get("in_degree"),
+                "sparse_seconds": sparse["median_seconds"],
+                "dense_seconds": dense["median_seconds"],
+                "dense_over_sparse": dense["median_seconds"] / sparse["median_seconds"],
+            }
+        )
+    return sorted(points, key=lambda p: p["density"])
+
+
+def _log_interpolate(a: dict, b: dict) -> float:
+    """Density where log(dense/sparse) reaches 0 on the log-log line from ``a`` to ``b``."""
+    ra, rb = math.log(a["dense_over_sparse"]), math.log(b["dense_over_sparse"])
+    da, db = math.log(a["density"]), math.log(b["density"])
+    if ra == rb:
+        return b["density"]
+    return math.exp(da + (db - da) * ra / (ra - rb))
+
+
+def crossover_density(cases: list[dict], configured: float | None = None) -> dict:
+    """The density above which dense stays faster than sparse on the sweep.
+
+    The smallest sweep point from which dense is faster at every higher density, its
+    crossing interpolated on a log-log scale with the point before it.
+    """
+    points = _density_points(cases)
+    result: dict = {"points": points, "configured": configured, "measured": None}
+    if not points:
+        result["status"] = "no density sweep measured"
+        return result
+    first = len(points)
+    while first > 0 and points[first - 1]["dense_over_sparse"] <= 1.0:
+        first -= 1
+    if first == len(points):
+        result["status"] = f"sparse faster at every density up to {points[-1]['density']:.3g}"
+    elif first == 0:
+        result["measured"] = points[0]["density"]
+        result["status"] = "dense faster at every density (the value is an upper bound)"
+    else:
+        result["measured"] = _log_interpolate(points[first - 1], points[first])
+        result["status"] = "interpolated"
+    return result
+
+
+def _training_ratio(cases: list[dict]) -> dict | None:
+    rows = [r for r in pair_ratios(cases, "graphattn", "pyg") if r["suite"] == "training"]
+    return rows[0] if rows else None
+
+
+def _check(value: float | None, limit: float) -> dict:
+    return {"value": value, "limit": limit, "met": None if value is None else value <= limit}
+
+
+def target_checks(ratios: list[dict], training: dict | None, auto: list[dict]) -> dict:
+    """The published targets: fused vs PyG at N=20k and 100k, training step, auto."""
+    checks = {}
+    for n in (20_000, 100_000, 1_000_000):
+        row = next((r for r in ratios if r["suite"] == "scaling" and r["num_nodes"] == n), None)
+        if row is None:
+            continue
+        checks[f"fused_over_pyg_time_N{n}"] = _check(row["time_ratio"], 0.5)
+        checks[f"fused_over_pyg_memory_N{n}"] = _check(row["memory_ratio"], 0.25)
+    if training is not None:
+        checks["training_step_over_pyg_time"] = _check(training["time_ratio"], 0.7)
+    if auto:
+        worst = max(r["ratio"] for r in auto)
+        checks["auto_over_best_worst"] = _check(worst, AUTO_TOLERANCE)
+    return checks
+
+
+def edge_traffic_bytes(num_nodes: float, allowed_pairs: float, channels: int) -> float:
+    """Estimated minimum bytes moved by edge attention forward + backward (float32).
+
+    Node tensors: forward reads q and writes the output; backward reads q, the output
+    and its gradient and writes dq, dk, dv (8 N C floats). Per edge: k and v are
+    gathered in the forward, gathered again and their gradients scattered in the
+    backward (6 E C floats), plus one int64 index per edge and pass. The linear
+    projections are not counted.
+    """
+    return 4.0 * channels * (8 * num_nodes + 6 * allowed_pairs) + 16.0 * allowed_pairs
+
+
+def add_bandwidth(cases: list[dict], channels: int) -> None:
+    """Add ``traffic_bytes`` and ``bandwidth_gb_s`` to sparse cases on random graphs."""
+    for case in _ok(cases):
+        sparse = case["impl"] in SPARSE_IMPLS or case.get("auto_choice") == "sparse"
+        if not sparse or case["suite"] not in ("scaling", "density"):
+            continue
+        traffic = edge_traffic_bytes(case["num_nodes"], case["allowed_pairs"], channels)
+        case["traffic_bytes"] = traffic
+        case["bandwidth_gb_s"] = traffic / case["median_seconds"] / 1e9
+
+
+def bandwidth_summary(cases: list[dict]) -> list[dict]:
+    """Effective bandwidth of the fused kernel on the scaling suite (see :func:`add_bandwidth`)."""
+    return [
+        {
+            "group": c["group"],
+            "num_nodes": c["num_nodes"],
+            "allowed_pairs": c["allowed_pairs"],
+            "traffic_bytes": c["traffic_bytes"],
+            "bandwidth_gb_s": c["bandwidth_gb_s"],
+        }
+        for c in _ok(cases)
+        if c["suite"] == "scaling" and c["impl"] == "fused" and "bandwidth_gb_s" in c
+    ]
+
+
+def derive(cases: list[dict], configured_crossover: float | None = None) -> dict:
+    """Every derived number of ``bench.json``."""
+    ratios = pair_ratios(cases, "fused", "pyg")
+    training = _training_ratio(cases)
+    auto = auto_vs_best(cases)
+    return {
+        "fused_vs_pyg": ratios,
+        "reference_vs_pyg": pair_ratios(cases, "reference", "pyg"),
+        "training_vs_pyg": training,
+        "auto_vs_best": auto,
+        "crossover_density": crossover_density(cases, configured_crossover),
+        "fused_bandwidth": bandwidth_summary(cases),
+        "targets": target_checks(ratios, training, auto),
+    }

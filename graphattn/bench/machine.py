@@ -1,0 +1,79 @@
+"""A description of the machine and software a benchmark ran on."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+import torch
+
+__all__ = ["cpu_model", "describe_machine", "git_commit"]
+
+
+def cpu_model() -> str:
+    """The CPU's model name from ``/proc/cpuinfo``, else the platform's processor string."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def git_commit() -> str | None:
+    """The commit of the graphattn checkout (``None`` outside a git checkout)."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def _usable_cores() -> int | None:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count()
+
+
+def _cuda_description() -> dict | None:
+    if not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return {
+        "name": props.name,
+        "capability": f"{props.major}.{props.minor}",
+        "total_memory_bytes": int(props.total_memory),
+        "multiprocessors": int(props.multi_processor_count),
+        "cuda_version": torch.version.cuda,
+    }
+
+
+def describe_machine() -> dict:
+    """CPU, memory, load, library versions and the CUDA device (if any)."""
+    import psutil
+    import torch_geometric
+
+    memory = psutil.virtual_memory()
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    return {
+        "cpu_model": cpu_model(),
+        "logical_cores": os.cpu_count(),
+        "physical_cores": psutil.cpu_count(logical=False),
+        "usable_cores": _usable_cores(),
+        "torch_threads": torch.get_num_threads(),
+        "memory_total_bytes": int(memory.total),
+        "memory_available_bytes": int(memory.available),
+        "load_average_1_5_15": list(load) if load else None,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_geometric": torch_geometric.__version__,
+        "mkl": torch.backends.mkl.is_available(),
+        "cuda": _cuda_description(),
+        "graphattn_commit": git_commit(),
+    }

@@ -1,0 +1,191 @@
+"""``bench.md``: the benchmark result as markdown tables."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from graphattn.bench.cases import LAYER_IMPLS
+
+__all__ = ["markdown_report"]
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _ms(seconds: float | None) -> str:
+    return "–" if seconds is None else f"{seconds * 1e3:.1f}"
+
+
+def _mb(nbytes: float | None) -> str:
+    return "–" if nbytes is None else f"{nbytes / 2**20:.1f}"
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}g}"
+
+
+def _cell(case: dict | None, key: str) -> str:
+    """A time (ms) or memory (MiB) cell; ``skip``/``fail`` for cases that did not run."""
+    if case is None:
+        return "–"
+    if case.get("status") != "ok":
+        return "skip" if case.get("status") == "skipped" else "fail"
+    return _ms(case["median_seconds"]) if key == "time" else _mb(case["peak_extra_bytes"])
+
+
+def _groups(cases: list[dict], suite: str) -> dict[str, dict[str, dict]]:
+    groups: dict[str, dict[str, dict]] = defaultdict(dict)
+    for case in cases:
+        if case["suite"] == suite:
+            groups[case["group"]][case["impl"]] = case
+    return dict(groups)
+
+
+def _size_columns(impls: dict[str, dict]) -> list[str]:
+    ran = next((c for c in impls.values() if c.get("status") == "ok"), None)
+    first = next(iter(impls.values()))
+    if ran is None:
+        return [str(first.get("num_nodes") or "–"), "–", "–"]
+    return [
+        _num(ran.get("num_nodes"), 6),
+        _num(ran.get("num_edges"), 7),
+        _num(ran.get("density"), 3),
+    ]
+
+
+def _suite_section(cases: list[dict], suite: str, title: str, impls: tuple[str, ...]) -> str:
+    groups = _groups(cases, suite)
+    if not groups:
+        return ""
+    headers = ["N", "E", "density", *impls]
+    parts = [f"## {title}"]
+    for key, label in (("time", "median time (ms)"), ("memory", "extra peak memory (MiB)")):
+        rows = [
+            _size_columns(found) + [_cell(found.get(i), key) for i in impls]
+            for found in groups.values()
+        ]
+        parts += [f"\n{label}, forward + backward:\n", _table(headers, rows)]
+    return "\n".join(parts)
+
+
+def _machine_section(result: dict) -> str:
+    m, s = result["machine"], result["settings"]
+    cuda = m.get("cuda") or {}
+    lines = [
+        "# graphattn attention benchmark",
+        "",
+        f"- device: **{s['device']}**" + (f" ({cuda['name']})" if cuda else ""),
+        f"- CPU: {m['cpu_model']}, {m['usable_cores']} usable cores, torch threads per case "
+        f"{s['threads'] or m['torch_threads']}, load average {m.get('load_average_1_5_15')}",
+        f"- torch {m['torch']}, torch_geometric {m['torch_geometric']}, "
+        f"commit {m.get('graphattn_commit')}",
+        f"- quick: {s['quick']}, repeats: {s['repeats']}, warm-up passes: {s['warmup']}, "
+        f"dense budget: {_mb(s['max_dense_bytes'])} MiB, memory: {s['memory_method']}",
+    ]
+    return "\n".join(lines)
+
+
+def _targets_section(targets: dict) -> str:
+    if not targets:
+        return ""
+    rows = [
+        [name, _num(t["value"]), f"≤ {t['limit']}", {True: "yes", False: "NO"}.get(t["met"], "–")]
+        for name, t in targets.items()
+    ]
+    return "## Targets\n\n" + _table(["check", "value", "limit", "met"], rows)
+
+
+def _ratio_section(rows: list[dict], title: str) -> str:
+    if not rows:
+        return ""
+    body = [
+        [r["group"], _num(r["time_ratio"]), _num(r["memory_ratio"])]
+        for r in rows
+        if r["suite"] != "training"
+    ]
+    return f"## {title}\n\n" + _table(["case", "time ratio", "memory ratio"], body)
+
+
+def _auto_section(rows: list[dict]) -> str:
+    if not rows:
+        return ""
+    body = [
+        [
+            r["group"],
+            _num(r["density"]),
+            str(r["auto_choice"]),
+            r["best_mode"],
+            _num(r["ratio"]),
+            "yes" if r["within_10_percent"] else "NO",
+        ]
+        for r in rows
+    ]
+    headers = ["case", "density", "auto chose", "faster mode", "auto / best", "within 10%"]
+    return "## mode='auto' against the faster mode\n\n" + _table(headers, body)
+
+
+def _crossover_section(crossover: dict) -> str:
+    return (
+        "## Crossover density (dense faster above)\n\n"
+        f"measured: **{_num(crossover.get('measured'))}** ({crossover.get('status')}); "
+        f"configured in graphattn.ops.cost: {_num(crossover.get('configured'))}"
+    )
+
+
+def _training_section(cases: list[dict], training: dict | None) -> str:
+    rows = [
+        [c["impl"], _cell(c, "time"), _cell(c, "memory"), str(c.get("parameters", "–"))]
+        for c in cases
+        if c["suite"] == "training"
+    ]
+    if not rows:
+        return ""
+    ratio = "" if training is None else f"\n\ngraphattn / PyG time: {_num(training['time_ratio'])}"
+    headers = ["model", "median step (ms)", "extra peak (MiB)", "parameters"]
+    return "## Training step of the molecule model\n\n" + _table(headers, rows) + ratio
+
+
+def _bandwidth_section(rows: list[dict]) -> str:
+    if not rows:
+        return ""
+    body = [
+        [
+            r["group"],
+            _num(r["allowed_pairs"], 7),
+            _mb(r["traffic_bytes"]),
+            _num(r["bandwidth_gb_s"]),
+        ]
+        for r in rows
+    ]
+    headers = ["case", "allowed pairs", "traffic estimate (MiB)", "GB/s"]
+    return "## Fused kernel: effective memory bandwidth (estimate)\n\n" + _table(headers, body)
+
+
+def _skipped_section(cases: list[dict]) -> str:
+    skipped = [c for c in cases if c.get("status") != "ok"]
+    if not skipped:
+        return ""
+    lines = [f"- `{c['name']}` ({c['status']}): {c.get('reason')}" for c in skipped]
+    return "## Skipped or failed cases\n\n" + "\n".join(lines)
+
+
+def markdown_report(result: dict) -> str:
+    """The whole ``bench.md`` text of a :func:`~graphattn.bench.runner.run_benchmarks` result."""
+    cases, derived = result["cases"], result["derived"]
+    sections = [
+        _machine_section(result),
+        _targets_section(derived["targets"]),
+        _suite_section(cases, "scaling", "Scaling: random graphs", LAYER_IMPLS),
+        _suite_section(cases, "density", "Density sweep", LAYER_IMPLS),
+        _crossover_section(derived["crossover_density"]),
+        _suite_section(cases, "molecules", "ESOL batches (one layer)", LAYER_IMPLS),
+        _training_section(cases, derived["training_vs_pyg"]),
+        _ratio_section(derived["fused_vs_pyg"], "fused / PyG TransformerConv"),
+        _auto_section(derived["auto_vs_best"]),
+        _bandwidth_section(derived["fused_bandwidth"]),
+        _skipped_section(cases),
+    ]
+    return "\n\n".join(s for s in sections if s) + "\n"

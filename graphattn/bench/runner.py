@@ -1,0 +1,252 @@
+"""``graphattn bench``: run the benchmark grid and write ``bench.json``, ``bench.md``, plots.
+
+Every case times forward + backward of one attention layer (or one training step of
+the molecule model) and measures its extra peak memory; see
+:mod:`graphattn.bench.worker` for the protocol and ``benchmarks/README.md`` for how to
+read the results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import json
+import os
+import time
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from graphattn.bench.analysis import add_bandwidth, derive
+from graphattn.bench.cases import (
+    MOLECULE_SUITES,
+    CaseSpec,
+    Grid,
+    build_cases,
+    full_grid,
+    quick_grid,
+)
+from graphattn.bench.machine import describe_machine
+from graphattn.bench.plots import write_plots
+from graphattn.bench.report import markdown_report
+from graphattn.bench.worker import MoleculeData, run_case, run_isolated, skipped_result
+
+__all__ = ["default_dense_budget", "resolve_device", "run_benchmarks"]
+
+SCHEMA_VERSION = 1
+CPU_DENSE_BUDGET_CAP = 4 * 1024**3
+NOTES = {
+    "loss": "sum of the layer's outputs; x requires grad; parameter grads reset before a pass",
+    "random_graphs": "each node gets in_degree distinct random sources (no self-loops); "
+    "node features are standard normal, F=64",
+    "esol_features": "atom one-hot features mapped to F=64 by a fixed seeded random "
+    "projection (one-layer suite); raw atom and bond features (training suite)",
+    "graphattn_layer": "attends over the edges plus one self-loop per node; output projection",
+    "pyg_layer": "TransformerConv(64, 16, heads=4): the edges only, plus a root-weight skip",
+    "density": "allowed pairs (edges + self-loops) / (graphs x largest graph size^2)",
+    "cold_seconds": "one pass on a fresh copy of edge_index (graph preparation not cached)",
+    "molecule_timing": "every timed pass uses a new copy of its batch's edge_index (cold)",
+    "training": "AdamW step on MSE to ESOL's measured log solubility, model in train mode",
+}
+
+
+def resolve_device(device: str) -> tuple[str, str | None]:
+    """``(device, why_unavailable)``: ``"auto"`` picks CUDA when present.
+
+    A CUDA request on a machine without CUDA is not an error: its cases are
+    reported as skipped with the returned reason.
+    """
+    if device == "auto":
+        return ("cuda" if torch.cuda.is_available() else "cpu"), None
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            return device, "CUDA requested but no CUDA device is available"
+        return device, None
+    if device != "cpu":
+        raise ValueError(f"device must be 'cpu', 'cuda[:i]' or 'auto', got {device!r}")
+    return device, None
+
+
+def default_dense_budget(device: str) -> int:
+    """Dense mode's budget: half the free GPU memory, or min(4 GiB, 1/4 of free RAM)."""
+    if device.startswith("cuda") and torch.cuda.is_available():
+        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        return int(free // 2)
+    import psutil
+
+    return int(min(CPU_DENSE_BUDGET_CAP, psutil.virtual_memory().available // 4))
+
+
+def _load_molecules(
+    grid: Grid, data_dir: str | Path | None, download: bool
+) -> tuple[MoleculeData | None, str | None]:
+    """ESOL batches for the molecule suites, or ``(None, why not)``."""
+    if not set(grid.suites) & set(MOLECULE_SUITES):
+        return None, None
+    from graphattn.bench.inputs import esol_batches, load_esol
+
+    try:
+        smiles, targets = load_esol(data_dir, download=download)
+    except (OSError, ImportError, ValueError, KeyError) as err:
+        return None, f"ESOL data unavailable ({type(err).__name__}: {err})"
+    batches, atom_dim, bond_dim = esol_batches(
+        smiles, targets, grid.molecule_batch_size, grid.molecule_batches
+    )
+    if not batches:
+        return None, "ESOL has fewer molecules than one batch"
+    return MoleculeData(batches, atom_dim, bond_dim), None
+
+
+def _settings(grid: Grid, device: str, quick: bool, specs: list[CaseSpec], isolate: bool) -> dict:
+    from graphattn.ops.cost import CROSSOVER_DENSITY
+
+    first = specs[0] if specs else CaseSpec(suite="scaling", impl="fused")
+    memory = (
+        "torch.cuda.max_memory_allocated - memory_allocated before the pass"
+        if device.startswith("cuda")
+        else "peak RSS - RSS before the pass, one fresh process per case"
+    )
+    return {
+        "quick": quick,
+        "device": device,
+        "grid": grid.to_dict(),
+        "repeats": first.repeats,
+        "warmup": first.warmup,
+        "max_dense_bytes": first.max_dense_bytes,
+        "threads": first.threads,
+        "isolated_processes": isolate,
+        "in_channels": first.in_channels,
+        "heads": first.heads,
+        "head_dim": first.head_dim,
+        "timing": "CUDA events" if device.startswith("cuda") else "time.perf_counter",
+        "memory_method": memory,
+        "configured_crossover_density": CROSSOVER_DENSITY,
+        "notes": NOTES,
+    }
+
+
+def _run_one(
+    spec: CaseSpec,
+    molecules: MoleculeData | None,
+    skip_reason: str | None,
+    isolate: bool,
+    timeout: float | None,
+) -> dict:
+    """One case's record: skipped up front, in a child process, or in this process."""
+    if skip_reason is not None:
+        return skipped_result(spec, skip_reason)
+    data = molecules if spec.suite in MOLECULE_SUITES else None
+    if isolate:
+        return run_isolated(spec, data, timeout)
+    try:
+        return run_case(spec, data)
+    finally:
+        gc.collect()
+        if spec.device.startswith("cuda"):
+            torch.cuda.empty_cache()
+
+
+def _write_json(result: dict, out_dir: Path) -> None:
+    """Write ``bench.json`` atomically (also after every case, for long runs)."""
+    path = out_dir / "bench.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def _progress(specs: list[CaseSpec], enabled: bool) -> Iterable[CaseSpec]:
+    from tqdm.auto import tqdm
+
+    bar = tqdm(specs, desc="bench", unit="case", disable=not enabled)
+    for spec in bar:
+        bar.set_postfix_str(spec.name)
+        yield spec
+
+
+def _finish(result: dict, out_dir: Path, started: float) -> dict:
+    """Add derived numbers, then write the JSON, the markdown and the plots."""
+    settings = result["settings"]
+    add_bandwidth(result["cases"], settings["heads"] * settings["head_dim"])
+    device_type = "cuda" if settings["device"].startswith("cuda") else "cpu"
+    configured = settings["configured_crossover_density"].get(device_type)
+    result["derived"] = derive(result["cases"], configured)
+    result["complete"] = True
+    result["elapsed_seconds"] = time.perf_counter() - started
+    _write_json(result, out_dir)
+    (out_dir / "bench.md").write_text(markdown_report(result))
+    result["plots"] = [p.name for p in write_plots(result, out_dir)]
+    _write_json(result, out_dir)
+    return result
+
+
+def run_benchmarks(
+    out_dir: str | Path,
+    quick: bool = False,
+    repeats: int | None = None,
+    device: str = "auto",
+    progress: bool = True,
+    data_dir: str | Path | None = None,
+    *,
+    max_dense_bytes: int | None = None,
+    threads: int | None = None,
+    isolate: bool | None = None,
+    case_timeout: float | None = None,
+    suites: Iterable[str] | None = None,
+) -> dict:
+    """Run the benchmark grid and write its results into ``out_dir``.
+
+    Args:
+        out_dir: folder for ``bench.json``, ``bench.md`` and the PNG plots (created).
+        quick: the tiny grid (N <= 2,000, 2 repeats) used by tests and CI.
+        repeats: timed passes per case (default: the grid's, 5 or 2 in quick mode).
+        device: ``"cpu"``, ``"cuda"`` or ``"auto"``; CUDA without a device: every case
+            is reported as skipped.
+        progress: show a tqdm progress bar over the cases.
+        data_dir: folder with ``esol/delaney-processed.csv`` (default ``$GRAPHATTN_DATA``,
+            then the cache); without it the molecule cases are skipped with the reason.
+        max_dense_bytes: dense mode's budget (default :func:`default_dense_budget`).
+        threads: torch threads per case (default: 1 in quick mode, else torch's default,
+            i.e. every core).
+        isolate: one fresh process per case (default: on CPU, where peak RSS needs it).
+        case_timeout: seconds before an isolated case is killed (default 120 quick,
+            1800 full).
+        suites: a subset of ``scaling``, ``density``, ``molecules``, ``training``.
+
+    Returns:
+        The dict written to ``bench.json``: ``machine``, ``settings``, ``cases``
+        (each with ``median_seconds``, ``times``, ``peak_extra_bytes``... or
+        ``skipped`` and ``reason``) and ``derived`` (ratios, auto vs best, crossover,
+        target checks).
+    """
+    started = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    device, unavailable = resolve_device(device)
+    grid = quick_grid() if quick else full_grid("cuda" if device.startswith("cuda") else "cpu")
+    if suites is not None:
+        grid = dataclasses.replace(grid, suites=tuple(suites))
+    budget = max_dense_bytes or (0 if unavailable else default_dense_budget(device))
+    if threads is None and quick:
+        threads = 1  # quick checks the pipeline; one thread stays fast on a busy machine
+    specs = build_cases(grid, device, budget, threads, repeats)
+    isolate = (not device.startswith("cuda")) if isolate is None else isolate
+    timeout = case_timeout or (120.0 if quick else 1800.0)
+    molecules, molecule_reason = (
+        (None, None) if unavailable else _load_molecules(grid, data_dir, download=not quick)
+    )
+    result = {
+        "schema": SCHEMA_VERSION,
+        "complete": False,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": describe_machine(),
+        "settings": _settings(grid, device, quick, specs, isolate),
+        "cases": [],
+        "derived": {},
+    }
+    for spec in _progress(specs, progress):
+        reason = unavailable or (molecule_reason if spec.suite in MOLECULE_SUITES else None)
+        result["cases"].append(_run_one(spec, molecules, reason, isolate, timeout))
+        _write_json(result, out)
+    return _finish(result, out, started)

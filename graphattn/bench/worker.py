@@ -1,0 +1,376 @@
+"""Run one benchmark case, in this process or in a fresh child process.
+
+A case: build its inputs and model, run ``warmup`` untimed passes, then one pass on
+a freshly copied ``edge_index`` (so graphattn's per-graph preparation cache misses)
+whose time is ``cold_seconds`` and whose extra peak memory is reported, then
+``repeats`` timed passes (the median is ``median_seconds``). Random-graph suites keep
+the same ``edge_index`` across the timed passes (a fixed graph, as in full-graph
+training); the molecule suites use a new copy of each batch's ``edge_index`` every
+pass, as training on a stream of batches would.
+
+On CPU every case runs in a fresh process (peak RSS is per process): a child forked
+from a *forkserver* that has imported torch and PyG once, so a case starts in
+milliseconds. Run a single case by hand with::
+
+    python -m graphattn.bench.worker --suite scaling --impl fused --nodes 20000 --degree 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import json
+import multiprocessing as mp
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from graphattn.bench.cases import GRAPH_SUITES, SUITES, CaseSpec
+from graphattn.bench.inputs import (
+    GraphInput,
+    MoleculeBatch,
+    project_features,
+    random_features,
+    random_graph,
+)
+from graphattn.bench.measure import memory_probe, time_pass
+from graphattn.nn.attention import DenseMemoryError
+
+__all__ = ["MoleculeData", "failed_result", "run_case", "run_isolated", "skipped_result"]
+
+Prepare = Callable[[int, bool], Callable[[], None]]
+
+
+@dataclass
+class MoleculeData:
+    """ESOL batches shared by the molecule suites."""
+
+    batches: list[MoleculeBatch]
+    atom_dim: int
+    bond_dim: int
+
+
+# --------------------------------------------------------------------------- results
+
+
+def _base_result(spec: CaseSpec) -> dict:
+    return {
+        "name": spec.name,
+        "group": spec.group,
+        "suite": spec.suite,
+        "impl": spec.impl,
+        "device": spec.device,
+        "num_nodes": spec.num_nodes,
+        "in_degree": spec.in_degree,
+    }
+
+
+def skipped_result(spec: CaseSpec, reason: str) -> dict:
+    """The record of a case that did not run, with why."""
+    return {**_base_result(spec), "status": "skipped", "skipped": True, "reason": reason}
+
+
+def failed_result(spec: CaseSpec, reason: str) -> dict:
+    """The record of a case that crashed or timed out (also counted as skipped)."""
+    return {**_base_result(spec), "status": "failed", "skipped": True, "reason": reason}
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _graph_inputs(spec: CaseSpec, molecules: MoleculeData | None) -> list[GraphInput]:
+    """The graph(s) the layer of ``spec`` runs on, on the CPU."""
+    if spec.suite in GRAPH_SUITES:
+        edge_index = random_graph(spec.num_nodes, spec.in_degree, spec.seed)
+        x = random_features(spec.num_nodes, spec.in_channels, spec.seed)
+        return [GraphInput(x, edge_index)]
+    if molecules is None or not molecules.batches:
+        raise RuntimeError("molecule suite without molecule data")
+    return [
+        GraphInput(project_features(b.x, spec.in_channels, spec.seed), b.edge_index, b.batch)
+        for b in molecules.batches
+    ]
+
+
+def _graph_info(spec: CaseSpec, model: nn.Module, graphs: list[GraphInput]) -> dict:
+    """Sizes and densities (means over batches), and what ``mode="auto"`` picks."""
+    from graphattn.ops.dense import dense_layout, dense_memory_bytes
+    from graphattn.ops.graph import prepare_edges
+
+    rows = []
+    for g in graphs:
+        n = g.x.size(0)
+        edges = prepare_edges(g.edge_index, n, add_self_loops=True, cache=False)
+        layout = dense_layout(n, g.batch, g.x.device)
+        padded = layout.num_graphs * layout.max_nodes**2
+        dense = dense_memory_bytes(layout.num_graphs, layout.max_nodes, spec.heads, spec.head_dim)
+        row = {
+            "num_nodes": n,
+            "num_edges": g.edge_index.size(1),
+            "allowed_pairs": edges.num_edges,
+            "padded_pairs": padded,
+            "density": edges.num_edges / padded,
+            "dense_estimate_bytes": dense,
+        }
+        if spec.impl == "auto":
+            row["auto_choice"] = model.layer.resolve_mode(edges, layout, g.x.device)
+        rows.append(row)
+    return _average_rows(rows)
+
+
+def _average_rows(rows: list[dict]) -> dict:
+    """Numbers averaged over batches (exact for one graph); choices joined."""
+    info: dict = {}
+    for key in rows[0]:
+        values = [r[key] for r in rows]
+        if isinstance(values[0], str):
+            info[key] = "/".join(sorted(set(values)))
+        elif len(values) == 1:
+            info[key] = values[0]
+        else:
+            info[key] = statistics.fmean(values)
+    info["graphs_per_pass"] = len(rows)
+    return info
+
+
+# --------------------------------------------------------------------------- passes
+
+
+def _layer_pass(spec: CaseSpec, model: nn.Module, graphs: list[GraphInput]) -> Prepare:
+    """``prepare(i, cold)``: the forward+backward step on graph ``i`` (mod the count)."""
+
+    def prepare(i: int, cold: bool) -> Callable[[], None]:
+        g = graphs[i % len(graphs)]
+        edge_index = g.edge_index.clone() if cold else g.edge_index
+        x = g.x.detach().clone().requires_grad_(True)
+        model.zero_grad(set_to_none=True)
+
+        def step() -> None:
+            model(x, edge_index, g.batch).sum().backward()
+
+        return step
+
+    return prepare
+
+
+def _training_pass(model: nn.Module, batches: list[MoleculeBatch]) -> Prepare:
+    """``prepare(i, cold)``: one AdamW step of the molecule model on batch ``i``."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model.train()
+
+    def prepare(i: int, cold: bool) -> Callable[[], None]:
+        b = batches[i % len(batches)]
+        data = dataclasses.replace(b, edge_index=b.edge_index.clone()) if cold else b
+
+        def step() -> None:
+            optimizer.zero_grad(set_to_none=True)
+            loss = nn.functional.mse_loss(model(data), data.y)
+            loss.backward()
+            optimizer.step()
+
+        return step
+
+    return prepare
+
+
+def _time_and_memory(spec: CaseSpec, prepare: Prepare, timed: int, always_cold: bool) -> dict:
+    """Warm up, measure the cold pass (time + extra peak memory), then time the rest."""
+    device = torch.device(spec.device)
+    for i in range(spec.warmup):
+        prepare(i, always_cold)()
+    probe = memory_probe(device)
+    step = prepare(spec.warmup, True)
+    probe.start()
+    cold = time_pass(step, device)
+    extra = probe.extra_peak()
+    del step
+    times = [time_pass(prepare(spec.warmup + i, always_cold), device) for i in range(timed)]
+    return {
+        "median_seconds": statistics.median(times),
+        "times": times,
+        "cold_seconds": cold,
+        "peak_extra_bytes": extra,
+        "memory_method": probe.method,
+    }
+
+
+# --------------------------------------------------------------------------- cases
+
+
+def _layer_case(spec: CaseSpec, molecules: MoleculeData | None) -> dict:
+    from graphattn.bench.models import build_attention
+
+    device = torch.device(spec.device)
+    graphs = [g.to(device) for g in _graph_inputs(spec, molecules)]
+    model = build_attention(spec).to(device)
+    info = _graph_info(spec, model, graphs)
+    molecular = spec.suite not in GRAPH_SUITES
+    timed = max(spec.repeats, len(graphs)) if molecular else spec.repeats
+    measured = _time_and_memory(spec, _layer_pass(spec, model, graphs), timed, molecular)
+    return {**info, **measured}
+
+
+def _training_case(spec: CaseSpec, molecules: MoleculeData | None) -> dict:
+    from graphattn.bench.models import build_molecule_model
+
+    if molecules is None or not molecules.batches:
+        raise RuntimeError("training suite without molecule data")
+    device = torch.device(spec.device)
+    batches = [_batch_to(b, device) for b in molecules.batches]
+    model = build_molecule_model(
+        spec.impl, molecules.atom_dim, molecules.bond_dim, spec.max_dense_bytes, spec.seed
+    ).to(device)
+    info = {
+        "num_nodes": statistics.fmean(b.x.size(0) for b in batches),
+        "num_edges": statistics.fmean(b.edge_index.size(1) for b in batches),
+        "graphs_per_pass": len(batches),
+        "parameters": sum(p.numel() for p in model.parameters()),
+    }
+    timed = max(spec.repeats, len(batches))
+    measured = _time_and_memory(spec, _training_pass(model, batches), timed, True)
+    return {**info, **measured}
+
+
+def _batch_to(b: MoleculeBatch, device: torch.device) -> MoleculeBatch:
+    moved = {
+        f.name: getattr(b, f.name).to(device)
+        for f in dataclasses.fields(b)
+        if isinstance(getattr(b, f.name), torch.Tensor)
+    }
+    return dataclasses.replace(b, **moved)
+
+
+def run_case(spec: CaseSpec, molecules: MoleculeData | None = None) -> dict:
+    """Measure one case in this process; over-budget dense or out of memory: skipped."""
+    if spec.threads:
+        torch.set_num_threads(spec.threads)
+    start = time.perf_counter()
+    try:
+        if spec.suite == "training":
+            measured = _training_case(spec, molecules)
+        else:
+            measured = _layer_case(spec, molecules)
+    except DenseMemoryError as err:
+        return skipped_result(spec, f"over the dense memory budget: {err}")
+    except (torch.OutOfMemoryError, MemoryError) as err:
+        return skipped_result(spec, f"out of memory: {err}")
+    return {
+        **_base_result(spec),
+        **measured,
+        "status": "ok",
+        "skipped": False,
+        "reason": None,
+        "threads": torch.get_num_threads(),
+        "case_wall_seconds": time.perf_counter() - start,
+    }
+
+
+# --------------------------------------------------------------------------- isolation
+
+# Imported once by the forkserver, so that a case's process starts with them loaded.
+_PRELOAD = [
+    "torch",
+    "torch_geometric",
+    "graphattn.bench.worker",
+    "graphattn.bench.models",
+    "graphattn.ops.cost",
+    "graphattn.ops.fused",
+    "graphattn.ops.khop",
+]
+
+
+def _context() -> mp.context.BaseContext:
+    """A forkserver context whose server has imported torch and PyG (spawn elsewhere)."""
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(_PRELOAD)
+    return ctx
+
+
+def _child(spec: CaseSpec, molecules: MoleculeData | None, conn) -> None:
+    """Process entry point: run the case and send its record back."""
+    gc.freeze()  # the preloaded modules' objects: keeps the probe's gc.collect() short
+    try:
+        result = run_case(spec, molecules)
+    except Exception as err:  # report any crash of the case as its result
+        result = failed_result(spec, f"{type(err).__name__}: {err}")
+    conn.send(result)
+    conn.close()
+
+
+def run_isolated(
+    spec: CaseSpec, molecules: MoleculeData | None = None, timeout: float | None = None
+) -> dict:
+    """Run one case in a fresh child process; a crash or timeout becomes a failed record."""
+    ctx = _context()
+    reader, writer = ctx.Pipe(duplex=False)
+    process = ctx.Process(target=_child, args=(spec, molecules, writer), daemon=True)
+    process.start()
+    writer.close()
+    result, timed_out = None, False
+    try:
+        if reader.poll(timeout):
+            result = reader.recv()
+        else:
+            timed_out = True
+    except EOFError:
+        result = None
+    finally:
+        reader.close()
+    process.join(timeout=10)
+    if process.is_alive():
+        process.kill()
+        process.join()
+    if result is not None:
+        return result
+    if timed_out:
+        return failed_result(spec, f"no result within {timeout} s (killed)")
+    return failed_result(spec, f"worker process died (exit code {process.exitcode})")
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="run one graphattn benchmark case")
+    p.add_argument("--suite", required=True, choices=SUITES)
+    p.add_argument("--impl", required=True)
+    p.add_argument("--nodes", type=int)
+    p.add_argument("--degree", type=int)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--max-dense-bytes", type=int, default=4 * 1024**3)
+    p.add_argument("--data-dir")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the case described on the command line here and print its JSON record."""
+    args = _parse(argv)
+    spec = CaseSpec(
+        suite=args.suite,
+        impl=args.impl,
+        num_nodes=args.nodes,
+        in_degree=args.degree,
+        repeats=args.repeats,
+        device=args.device,
+        max_dense_bytes=args.max_dense_bytes,
+    )
+    molecules = None
+    if spec.suite not in GRAPH_SUITES:
+        from graphattn.bench.inputs import esol_batches, load_esol
+
+        smiles, targets = load_esol(args.data_dir)
+        molecules = MoleculeData(*esol_batches(smiles, targets, 128, 8))
+    print(json.dumps(run_case(spec, molecules), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

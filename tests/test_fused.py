@@ -1,0 +1,322 @@
+"""The fused edge attention (CPU sparse path and Triton kernels) against the reference.
+
+The Triton kernels run on CPU under Triton's interpreter. ``TRITON_INTERPRET`` must be
+set before triton is imported, so ``test_triton_interpreted`` reruns this file's
+``interpreted`` tests in a subprocess with the variable set; in this process they skip.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import Tensor
+
+from graphattn.ops.attention import reference_edge_attention
+from graphattn.ops.fused import edge_attention_weights, fused_edge_attention
+from graphattn.ops.graph import EdgeSet, prepare_edges
+
+HAS_TRITON = importlib.util.find_spec("triton") is not None
+INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+REPO = Path(__file__).resolve().parents[1]
+
+interpreted = pytest.mark.skipif(
+    not (HAS_TRITON and INTERPRETED),
+    reason="run by test_triton_interpreted in a subprocess with TRITON_INTERPRET=1",
+)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def random_graph(
+    num_nodes: int,
+    num_edges: int,
+    *,
+    self_loops: bool = False,
+    duplicates: int = 0,
+    hubs: int = 0,
+    hub_degree: int = 0,
+) -> EdgeSet:
+    """Random edges; ``duplicates`` repeated edges; ``hubs`` targets *and* sources of
+    ``hub_degree`` edges each. Without ``self_loops`` some nodes get no incoming edge."""
+    edge_index = torch.randint(0, num_nodes, (2, num_edges))
+    parts = [edge_index, edge_index[:, :duplicates]]
+    for hub in range(hubs):
+        others = torch.randperm(num_nodes)[:hub_degree]
+        parts.append(torch.stack([others, torch.full_like(others, hub)]))  # into the hub
+        parts.append(torch.stack([torch.full_like(others, hubs + hub), others]))  # out of one
+    return prepare_edges(torch.cat(parts, 1), num_nodes, add_self_loops=self_loops, cache=False)
+
+
+def random_inputs(
+    edges: EdgeSet, heads: int, dim: int, edge_features: bool, dtype=torch.float32
+) -> list[Tensor | None]:
+    """``[q, k, v, edge_key, edge_value]``, all requiring grad (edge terms maybe None)."""
+    n, e = edges.num_nodes, edges.num_edges
+    nodes = [torch.randn(n, heads, dim, dtype=dtype) for _ in range(3)]
+    extra = [torch.randn(e, heads, dim, dtype=dtype) for _ in range(2)] if edge_features else []
+    tensors = [t.requires_grad_() for t in nodes + extra]
+    return tensors + [None] * (5 - len(tensors))
+
+
+def reference_lse(q, k, edges, scale, edge_key=None) -> Tensor:
+    """``[N, H]`` log-sum-exp of each node's scores (-inf without edges), differentiable."""
+    src, dst = edges.edge_index
+    keys = k[src] if edge_key is None else k[src] + edge_key
+    scores = scale * (q[dst] * keys).sum(-1)
+    shape = (edges.num_nodes, q.size(1))
+    index = dst.unsqueeze(1).expand_as(scores)
+    peak = scores.new_full(shape, -math.inf).scatter_reduce(0, index, scores, "amax").detach()
+    total = scores.new_zeros(shape).index_add(0, dst, (scores - peak[dst]).exp())
+    return peak + total.clamp_min(1e-300 if q.dtype == torch.float64 else 1e-30).log()
+
+
+def finite(x: Tensor) -> Tensor:
+    """Zero the -inf entries (nodes without edges) so they can enter a loss."""
+    return torch.where(torch.isinf(x), torch.zeros_like(x), x)
+
+
+def check_against_reference(
+    edges: EdgeSet, inputs: list, backend: str, atol: float = 1e-5, grad_atol: float = 1e-4
+) -> None:
+    """Values, lse and every gradient (through out and lse) match the reference."""
+    q, k, v, ek, ev = inputs
+    scale = 0.7
+    out, lse = fused_edge_attention(q, k, v, edges, scale, ek, ev, backend=backend)
+    ref_out, _ = reference_edge_attention(q, k, v, edges, scale, ek, ev)
+    ref_lse = reference_lse(q, k, edges, scale, ek)
+    torch.testing.assert_close(out, ref_out, atol=atol, rtol=atol)
+    torch.testing.assert_close(lse.to(q.dtype), ref_lse, atol=atol, rtol=atol)
+
+    grad_out, grad_lse = torch.randn_like(out), torch.randn_like(ref_lse)
+    leaves = [t for t in inputs if t is not None]
+    loss = (out * grad_out).sum() + (finite(lse).to(q.dtype) * grad_lse).sum()
+    ref_loss = (ref_out * grad_out).sum() + (finite(ref_lse) * grad_lse).sum()
+    grads = torch.autograd.grad(loss, leaves)
+    ref_grads = torch.autograd.grad(ref_loss, leaves)
+    names = ["q", "k", "v", "edge_key", "edge_value"]
+    for name, g, r in zip(names, grads, ref_grads, strict=False):
+        torch.testing.assert_close(g, r, atol=grad_atol, rtol=grad_atol, msg=f"d{name}")
+
+
+# --------------------------------------------------------------------------- CPU path
+
+GRAPHS = {
+    "isolated": dict(num_nodes=60, num_edges=150),
+    "self_loops": dict(num_nodes=60, num_edges=150, self_loops=True),
+    "duplicates": dict(num_nodes=40, num_edges=120, duplicates=60),
+    "skewed": dict(num_nodes=3000, num_edges=3000, hubs=2, hub_degree=2500),
+}
+
+
+@pytest.mark.parametrize("edge_features", [False, True], ids=["plain", "edge_features"])
+@pytest.mark.parametrize("graph", list(GRAPHS))
+def test_cpu_matches_reference(graph: str, edge_features: bool) -> None:
+    edges = random_graph(**GRAPHS[graph])
+    if graph == "isolated":
+        assert bool((edges.in_degree() == 0).any())
+    if graph == "skewed":
+        assert int(edges.in_degree().max()) >= 2500
+    check_against_reference(edges, random_inputs(edges, 3, 8, edge_features), backend="cpu")
+
+
+def test_isolated_nodes_get_zero_and_minus_inf() -> None:
+    edges = random_graph(50, 60)
+    empty = edges.in_degree() == 0
+    q, k, v, _, _ = random_inputs(edges, 2, 4, False)
+    out, lse = fused_edge_attention(q, k, v, edges)
+    assert bool(empty.any())
+    assert bool((out[empty] == 0).all()) and bool(torch.isneginf(lse[empty]).all())
+    assert bool(torch.isfinite(lse[~empty]).all())
+    out.sum().backward()
+    assert all(bool(torch.isfinite(t.grad).all()) for t in (q, k, v))
+
+
+def test_graph_without_edges() -> None:
+    edges = prepare_edges(torch.zeros(2, 0, dtype=torch.long), 5, add_self_loops=False)
+    q = torch.randn(5, 2, 4)
+    out, lse = fused_edge_attention(q, q, q, edges)
+    assert bool((out == 0).all()) and bool(torch.isneginf(lse).all())
+    assert edge_attention_weights(q, q, edges, lse).shape == (0, 2)
+
+
+def test_gradcheck_float64() -> None:
+    edges = random_graph(8, 16, duplicates=4)
+    assert bool((edges.in_degree() == 0).any())
+    inputs = random_inputs(edges, 2, 2, True, dtype=torch.float64)
+
+    def both_outputs(q, k, v, ek, ev):
+        out, lse = fused_edge_attention(q, k, v, edges, None, ek, ev, backend="cpu")
+        return out, finite(lse)
+
+    assert torch.autograd.gradcheck(both_outputs, inputs)
+
+
+def test_attention_weights_match_reference() -> None:
+    edges = random_graph(40, 120)
+    q, k, v, ek, ev = random_inputs(edges, 2, 5, True)
+    out, lse = fused_edge_attention(q, k, v, edges, 0.5, ek, ev)
+    _, ref_alpha = reference_edge_attention(q, k, v, edges, 0.5, ek, ev)
+    alpha = edge_attention_weights(q, k, edges, lse, 0.5, ek)
+    torch.testing.assert_close(alpha, ref_alpha, atol=1e-5, rtol=1e-5)
+    with torch.no_grad():  # the SDDMM path
+        torch.testing.assert_close(edge_attention_weights(q, k, edges, lse, 0.5, ek), ref_alpha)
+    # Differentiable, through lse as well: the weights of a node sum to one.
+    grads = torch.autograd.grad(alpha.sum(), (q, k))
+    assert all(float(g.abs().max()) < 1e-4 for g in grads)
+
+
+def test_bfloat16_inputs_on_cpu() -> None:
+    edges = random_graph(30, 90)
+    q, k, v, _, _ = (t.detach().bfloat16().requires_grad_() if t is not None else None
+                     for t in random_inputs(edges, 2, 8, False))
+    out, lse = fused_edge_attention(q, k, v, edges)
+    ref, _ = reference_edge_attention(q.float(), k.float(), v.float(), edges)
+    assert out.dtype == torch.bfloat16 and lse.dtype == torch.float32
+    torch.testing.assert_close(out.float(), ref, atol=2e-2, rtol=2e-2)
+    out.float().sum().backward()
+    assert q.grad.dtype == torch.bfloat16
+
+
+def test_saves_no_edge_sized_tensors() -> None:
+    """Only node-sized tensors (and the edge inputs themselves) are kept for backward."""
+    edges = random_graph(30, 200)
+    q, k, v, ek, ev = random_inputs(edges, 2, 4, True)
+    saved = []
+
+    def pack(t: Tensor) -> Tensor:
+        saved.append(t)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fused_edge_attention(q, k, v, edges, None, ek, ev)
+    assert saved
+    for t in saved:
+        is_input = any(t is x for x in (ek, ev))
+        assert is_input or t.size(0) == edges.num_nodes, list(t.shape)
+
+
+def test_structures_are_cached_per_edge_set() -> None:
+    edges = random_graph(20, 50)
+    q, k, v, _, _ = random_inputs(edges, 2, 4, False)
+    fused_edge_attention(q, k, v, edges)[0].sum().backward()
+    cached = dict(edges.cache)
+    assert len(cached) == 1
+    fused_edge_attention(q, k, v, edges)[0].sum().backward()
+    assert all(edges.cache[key] is value for key, value in cached.items())
+
+
+def test_bad_inputs_raise() -> None:
+    edges = random_graph(10, 20)
+    q = torch.randn(10, 2, 4)
+    with pytest.raises(ValueError, match="shape"):
+        fused_edge_attention(q, q[:, :1], q, edges)
+    with pytest.raises(ValueError, match="nodes"):
+        fused_edge_attention(q[:9], q[:9], q[:9], edges)
+    with pytest.raises(ValueError, match="edge_key"):
+        fused_edge_attention(q, q, q, edges, edge_key=torch.randn(3, 2, 4))
+    with pytest.raises(ValueError, match="float64"):
+        fused_edge_attention(q, q, q.double(), edges)
+    with pytest.raises(ValueError, match="backend"):
+        fused_edge_attention(q, q, q, edges, backend="cuda")
+
+
+def test_triton_module_imports_without_triton(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "triton", None)  # makes `import triton` fail
+    path = REPO / "graphattn" / "ops" / "triton_attention.py"
+    spec = importlib.util.spec_from_file_location("_triton_attention_without_triton", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.HAS_TRITON is False
+
+
+@pytest.mark.skipif(not HAS_TRITON or INTERPRETED, reason="compiled Triton needs CUDA tensors")
+def test_triton_backend_refuses_cpu_tensors() -> None:
+    edges = random_graph(10, 20)
+    q = torch.randn(10, 2, 4)
+    with pytest.raises(RuntimeError, match="TRITON_INTERPRET"):
+        fused_edge_attention(q, q, q, edges, backend="triton")
+
+
+# --------------------------------------------------------------------------- Triton
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+@pytest.mark.skipif(INTERPRETED, reason="the interpreted tests run directly in this process")
+def test_triton_interpreted() -> None:
+    """Run the ``interpreted`` tests below in a subprocess with TRITON_INTERPRET=1."""
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+               __file__, "-k", "interpreted and not test_triton_interpreted"]
+    result = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True,
+                            timeout=600)
+    report = result.stdout[-4000:] + result.stderr[-2000:]
+    assert result.returncode == 0, report
+    assert " passed" in result.stdout and "skipped" not in result.stdout, report
+
+
+TRITON_GRAPHS = {
+    "isolated": dict(num_nodes=24, num_edges=60),
+    "self_loops_duplicates": dict(num_nodes=24, num_edges=50, self_loops=True, duplicates=20),
+    "skewed": dict(num_nodes=72, num_edges=40, hubs=1, hub_degree=70),
+}
+# The interpreter is slow: plain attention once, edge features on every graph.
+TRITON_CASES = [("isolated", False)] + [(graph, True) for graph in TRITON_GRAPHS]
+
+
+@interpreted
+@pytest.mark.parametrize(("graph", "edge_features"), TRITON_CASES)
+def test_interpreted_triton_matches_reference(
+    graph: str, edge_features: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphattn.ops import triton_attention
+
+    # Tiles of 4 edges: the online softmax rescales across many blocks per node.
+    monkeypatch.setattr(triton_attention, "MAX_BLOCK_E", 4)
+    edges = random_graph(**TRITON_GRAPHS[graph])
+    # H=3, D=5 are not powers of two: exercises the masked tile padding.
+    check_against_reference(edges, random_inputs(edges, 3, 5, edge_features), backend="triton")
+
+
+@interpreted
+def test_interpreted_triton_half_precision() -> None:
+    edges = random_graph(**TRITON_GRAPHS["isolated"])
+    inputs = random_inputs(edges, 2, 4, True)
+    half = [t.detach().half().requires_grad_() for t in inputs]
+    out, lse = fused_edge_attention(*half[:3], edges, None, *half[3:], backend="triton")
+    ref, _ = reference_edge_attention(*inputs[:3], edges, None, *inputs[3:])
+    assert out.dtype == torch.float16 and lse.dtype == torch.float32
+    torch.testing.assert_close(out.float(), ref, atol=1e-2, rtol=1e-2)
+    out.float().sum().backward()
+    assert all(t.grad.dtype == torch.float16 for t in half)
+
+
+# --------------------------------------------------------------------------- CUDA
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not (torch.cuda.is_available() and HAS_TRITON), reason="needs CUDA + triton")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cuda_triton_matches_reference(dtype: torch.dtype) -> None:
+    edges = random_graph(**GRAPHS["skewed"])
+    edges = prepare_edges(edges.edge_index.cuda(), edges.num_nodes, add_self_loops=False)
+    inputs = [t.detach().cuda().requires_grad_() for t in random_inputs(edges, 4, 16, True)]
+    if dtype == torch.float32:
+        check_against_reference(edges, inputs, backend="auto")
+        return
+    low = [t.detach().to(dtype).requires_grad_() for t in inputs]
+    out, lse = fused_edge_attention(*low[:3], edges, None, *low[3:])
+    ref, _ = reference_edge_attention(*inputs[:3], edges, None, *inputs[3:])
+    torch.testing.assert_close(out.float(), ref, atol=2e-2, rtol=2e-2)
+    grads = torch.autograd.grad(out.float().sum(), low)
+    ref_grads = torch.autograd.grad(ref.sum(), inputs)
+    for g, r in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(g.float(), r, atol=5e-2, rtol=5e-2)
