@@ -277,3 +277,22 @@ def test_a_layer_learns_to_attend_to_the_informative_neighbour():
     marked = used[0] < n
     assert loss.item() < 0.05
     assert alpha[marked].mean() > 0.9
+
+
+def test_auto_mode_picks_dense_for_a_small_complete_graph_and_sparse_for_a_large_sparse_one():
+    from graphattn.ops.dense import dense_layout
+
+    layer = make_layer(mode="auto")
+    n = 12
+    complete = torch.cartesian_prod(torch.arange(n), torch.arange(n)).t()
+    edges = layer.allowed_edges(complete, n, None)
+    assert layer.resolve_mode(edges, dense_layout(n, None, torch.device("cpu")), "cpu") == "dense"
+
+    big = 20_000
+    sparse = random_graph(big, 10 * big, torch.Generator().manual_seed(0))
+    edges = layer.allowed_edges(sparse, big, None)
+    layout = dense_layout(big, None, torch.device("cpu"))
+    assert layer.resolve_mode(edges, layout, "cpu") == "sparse"
+    # auto gives the same numbers as either explicit mode
+    x = torch.randn(n, 8)
+    torch.testing.assert_close(layer(x, complete), layer(x, complete, mode="sparse"))
