@@ -24,13 +24,13 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import rdkit
 import torch
 import torch_geometric
 from torch_geometric.utils import from_smiles
 
+from graphattn.bench.machine import describe_machine
 from graphattn.datasets.files import resolve_file
 from graphattn.featurize.molecule import MoleculeFeaturizer
 
@@ -48,16 +48,6 @@ def seconds_per_pass(featurize: Callable[[str], object], smiles: list[str]) -> f
     for text in smiles:
         featurize(text)
     return time.perf_counter() - start
-
-
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo, or the platform's processor string."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def main() -> None:
@@ -85,7 +75,7 @@ def main() -> None:
                 "n_molecules": len(smiles),
                 "repeats": args.repeats,
                 "machine": {
-                    "cpu": cpu_model(),
+                    "cpu": describe_machine()["cpu_model"],
                     "cpu_count": os.cpu_count(),
                     "platform": platform.platform(),
                     "python": platform.python_version(),

@@ -16,7 +16,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from graphattn.nn.attention import GraphSelfAttention
-from graphattn.nn.transformer import make_norm
+from graphattn.nn.transformer import feed_forward, make_norm
 
 __all__ = ["HybridLayer"]
 
@@ -62,10 +62,7 @@ class HybridLayer(nn.Module):
         self.global_ = GraphSelfAttention(
             channels, channels, attend="global", hop_bias=global_hop_bias, **common
         )
-        hidden = int(round(ffn_ratio * channels))
-        self.ffn = nn.Sequential(
-            nn.Linear(channels, hidden), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden, channels)
-        )
+        self.ffn = feed_forward(channels, ffn_ratio, dropout)
         self.norm_attention = make_norm(norm, channels)
         self.norm_ffn = make_norm(norm, channels)
         self.dropout = nn.Dropout(dropout)

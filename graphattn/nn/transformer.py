@@ -33,6 +33,14 @@ def make_norm(norm: str, channels: int) -> nn.Module:
     raise GraphInputError(f"norm must be one of {NORMS}, got {norm!r}")
 
 
+def feed_forward(channels: int, ratio: float, dropout: float) -> nn.Sequential:
+    """Position-wise ``Linear -> GELU -> Dropout -> Linear`` with hidden width ``ratio * C``."""
+    hidden = int(round(ratio * channels))
+    return nn.Sequential(
+        nn.Linear(channels, hidden), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden, channels)
+    )
+
+
 class GraphTransformerLayer(nn.Module):
     """Edge-restricted self-attention + position-wise feed-forward, with residuals.
 
@@ -77,10 +85,7 @@ class GraphTransformerLayer(nn.Module):
             edge_dim=edge_dim,
             **attention_kwargs,
         )
-        hidden = int(round(ffn_ratio * channels))
-        self.ffn = nn.Sequential(
-            nn.Linear(channels, hidden), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden, channels)
-        )
+        self.ffn = feed_forward(channels, ffn_ratio, dropout)
         self.norm_attention = make_norm(norm, channels)
         self.norm_ffn = make_norm(norm, channels)
         self.dropout = nn.Dropout(dropout)
