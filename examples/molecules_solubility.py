@@ -1,0 +1,27 @@
+"""Train a solubility model on ESOL, then predict new molecules (the Python API).
+
+Run: python examples/molecules_solubility.py --data-dir ../shared/datasets
+(the same as `graphattn train --dataset esol` followed by `graphattn predict`).
+"""
+
+import argparse
+
+from graphattn.datasets import load_molecule_dataset
+from graphattn.train import MoleculeTrainConfig, predict_molecules, train_molecule_model
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--data-dir", help="folder with esol/delaney-processed.csv")
+parser.add_argument("--epochs", type=int, default=80)
+parser.add_argument("--out", default="runs/example_esol")
+args = parser.parse_args()
+
+dataset = load_molecule_dataset("esol", data_dir=args.data_dir)
+metrics = train_molecule_model(
+    dataset, MoleculeTrainConfig(epochs=args.epochs), run_dir=args.out, dataset_name="esol"
+)
+print(f"test RMSE {metrics['test']['rmse']:.3f} log mol/L, run folder {args.out}")
+
+smiles = ["CCO", "c1ccccc1", "OC(=O)c1ccccc1O", "not a molecule"]
+predictions, errors = predict_molecules(args.out, smiles)
+for s, p, e in zip(smiles, predictions[:, 0], errors, strict=True):
+    print(f"{s:>20}: {'error: ' + e if e else f'{p:.2f} log mol/L'}")
