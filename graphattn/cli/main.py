@@ -174,12 +174,13 @@ def _train_molecules(args: argparse.Namespace) -> int:
         dataset = load_molecule_dataset(name, data_dir=args.data_dir, featurizer=featurizer)
     settings = dict(DATASET_DEFAULTS.get(name, {}))
     settings.update(_overrides(args, ("epochs", "batch_size", "lr", "patience")))
+    model = {
+        **settings.pop("model", {}),
+        "mode": args.mode,
+        **_overrides(args, ("hidden", "layers", "heads")),
+    }
     config = MoleculeTrainConfig(
-        seed=args.seed,
-        split=args.split,
-        task=args.task,
-        model={"mode": args.mode, **_overrides(args, ("hidden", "layers", "heads"))},
-        **settings,
+        seed=args.seed, split=args.split, task=args.task, model=model, **settings
     )
     if args.split_fractions:
         config.fractions = tuple(args.split_fractions)
