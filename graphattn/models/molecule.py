@@ -84,6 +84,15 @@ class MoleculeModelConfig:
         return cls(**d)
 
 
+def pe_transform(config: MoleculeModelConfig):
+    """The PyG transform that adds ``config.pe`` to each molecule (or None)."""
+    if config.pe == "lap":
+        return AddLaplacianPE(config.pe_dim, attr_name=PE_ATTRIBUTES["lap"])
+    if config.pe == "rw":
+        return AddRandomWalkPE(config.pe_dim, attr_name=PE_ATTRIBUTES["rw"])
+    return None
+
+
 class MoleculeModel(nn.Module):
     """Predict T properties of each molecule (graph) of a PyG batch.
 
@@ -141,12 +150,7 @@ class MoleculeModel(nn.Module):
 
     def pe_transform(self):
         """The PyG transform that adds this model's positional encoding (or None)."""
-        c = self.config
-        if c.pe == "lap":
-            return AddLaplacianPE(c.pe_dim, attr_name=PE_ATTRIBUTES["lap"])
-        if c.pe == "rw":
-            return AddRandomWalkPE(c.pe_dim, attr_name=PE_ATTRIBUTES["rw"])
-        return None
+        return pe_transform(self.config)
 
     def set_mode(self, mode: str) -> None:
         """Switch every attention layer to ``sparse``, ``dense`` or ``auto``."""

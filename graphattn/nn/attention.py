@@ -328,12 +328,8 @@ class GraphSelfAttention(nn.Module):
             edges,
             edge_key=edge_terms,
             edge_value=edge_terms,
-            score=self.score,
-            score_vector=self.score_vector,
             score_bias=extra,
-            normalize=self.normalize,
-            dropout=self.dropout,
-            training=self.training,
+            **self._kernel_options(),
         )
 
     def _dense(
@@ -363,19 +359,25 @@ class GraphSelfAttention(nn.Module):
             mask,
             edge_key=dense_terms,
             edge_value=dense_terms,
-            score=self.score,
-            score_vector=self.score_vector,
             score_bias=bias,
-            normalize=self.normalize,
-            dropout=self.dropout,
-            training=self.training,
             need_weights=need_weights,
+            **self._kernel_options(),
         )
         out = layout.to_nodes(out.permute(heads_first))
         if weights is None:
             return out, None
         b, i, j = layout.edge_coordinates(edges)
         return out, weights[b, :, i, j]
+
+    def _kernel_options(self) -> dict:
+        """Keyword arguments shared by the reference and the dense kernels."""
+        return {
+            "score": self.score,
+            "score_vector": self.score_vector,
+            "normalize": self.normalize,
+            "dropout": self.dropout,
+            "training": self.training,
+        }
 
     def _score_bias(self, edges: EdgeSet) -> Tensor | None:
         """``[E', H]`` learned hop-distance bias per allowed pair (or None)."""

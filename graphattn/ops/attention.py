@@ -32,8 +32,9 @@ __all__ = ["SCORES", "dense_attention", "edge_scores", "reference_edge_attention
 SCORES = ("dot", "additive")
 
 
-def _default_scale(head_dim: int, scale: float | None) -> float:
-    return 1.0 / math.sqrt(head_dim) if scale is None else scale
+def default_scale(head_dim: int, scale: float | None) -> float:
+    """The score scale: ``scale`` if given, else :math:`1/\\sqrt{d}`."""
+    return 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
 
 
 def edge_scores(
@@ -94,7 +95,7 @@ def reference_edge_attention(
     """
     src, dst = edges.edge_index
     keys = k[src] if edge_key is None else k[src] + edge_key
-    scores = edge_scores(q[dst], keys, _default_scale(q.size(-1), scale), score, score_vector)
+    scores = edge_scores(q[dst], keys, default_scale(q.size(-1), scale), score, score_vector)
     if score_bias is not None:
         scores = scores + score_bias
     alpha = segment_normalize(scores, dst, edges.num_nodes, normalize)
@@ -168,7 +169,7 @@ def dense_attention(
         ``(out [B, H, L, D], weights [B, H, L, L] or None)``; rows without an allowed
         key are zero.
     """
-    scale = _default_scale(q.size(-1), scale)
+    scale = default_scale(q.size(-1), scale)
     head_mask = mask.unsqueeze(1)
     row_has_key = head_mask.any(-1, keepdim=True)
     if _can_use_sdpa(

@@ -54,6 +54,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from graphattn.ops.attention import default_scale
 from graphattn.ops.graph import EdgeSet
 
 __all__ = ["BACKENDS", "edge_attention_weights", "fused_edge_attention"]
@@ -61,10 +62,6 @@ __all__ = ["BACKENDS", "edge_attention_weights", "fused_edge_attention"]
 BACKENDS = ("auto", "cpu", "triton")
 
 Grads = tuple[Tensor | None, Tensor | None, Tensor | None, Tensor | None, Tensor | None]
-
-
-def _default_scale(head_dim: int, scale: float | None) -> float:
-    return 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
 
 
 # --------------------------------------------------------------------------- CSR layout
@@ -226,8 +223,9 @@ def _cpu_forward(
     return out, lse
 
 
-def _backward_head(ops: _HeadOps, alpha: Tensor, ds: Tensor, inputs, grads, grad_out, lse,
-                   delta, scale: float) -> None:
+def _backward_head(
+    ops: _HeadOps, alpha: Tensor, ds: Tensor, inputs, grads, grad_out, lse, delta, scale: float
+) -> None:
     """Write one head's gradients into ``grads`` (views, or None where not needed).
 
     ``inputs``/``grads`` are that head's ``(q, k, v, edge_key, edge_value)`` and their
@@ -355,7 +353,11 @@ class _FusedEdgeAttention(torch.autograd.Function):
 
 
 def _check_inputs(
-    q: Tensor, k: Tensor, v: Tensor, edges: EdgeSet, edge_key: Tensor | None,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    edges: EdgeSet,
+    edge_key: Tensor | None,
     edge_value: Tensor | None,
 ) -> None:
     if q.dim() != 3 or k.shape != q.shape or v.shape != q.shape:
@@ -371,9 +373,7 @@ def _check_inputs(
             raise ValueError(f"{name} must have shape {expected}, got {list(t.shape)}")
     for name, t in (("k", k), ("v", v), ("edge_key", edge_key), ("edge_value", edge_value)):
         if t is not None and (t.dtype != q.dtype or t.device != q.device):
-            raise ValueError(
-                f"{name} is {t.dtype} on {t.device} but q is {q.dtype} on {q.device}"
-            )
+            raise ValueError(f"{name} is {t.dtype} on {t.device} but q is {q.dtype} on {q.device}")
     if edges.edge_index.device != q.device:
         raise ValueError(f"edges are on {edges.edge_index.device} but q is on {q.device}")
 
@@ -406,7 +406,7 @@ def fused_edge_attention(
         ``lse`` is float32 for half-precision inputs. Both are differentiable.
     """
     _check_inputs(q, k, v, edges, edge_key, edge_value)
-    scale = _default_scale(q.size(-1), scale)
+    scale = default_scale(q.size(-1), scale)
     backend = _select_backend(backend, q.device)
     if edges.num_edges == 0:
         lse = torch.full(q.shape[:2], -math.inf, dtype=_compute_dtype(q.dtype), device=q.device)
@@ -435,7 +435,7 @@ def edge_attention_weights(
         (through a gather of ``[E, H, D]`` keys) when any input requires grad, and so
         computed off CPU; otherwise with the memory-lean SDDMM, one head at a time.
     """
-    scale = _default_scale(q.size(-1), scale)
+    scale = default_scale(q.size(-1), scale)
     if edges.num_edges == 0:
         return q.new_zeros((0, q.size(1)))
     src, dst = edges.edge_index

@@ -15,11 +15,17 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch_geometric.data import Batch
 from torch_geometric.loader import DataLoader
 from tqdm.auto import tqdm
 
 from graphattn.featurize.molecule import MoleculeFeaturizer
-from graphattn.models.molecule import MoleculeEnsemble, MoleculeModel, MoleculeModelConfig
+from graphattn.models.molecule import (
+    MoleculeEnsemble,
+    MoleculeModel,
+    MoleculeModelConfig,
+    pe_transform,
+)
 from graphattn.splits.molecules import random_split, save_split, scaffold_split
 from graphattn.train.checkpoint import load_checkpoint, save_checkpoint
 from graphattn.train.loop import EarlyStopping, seed_everything, warmup_cosine, write_json
@@ -189,20 +195,23 @@ def train_molecule_model(
         mol_dim=featurizer.mol_dim,
         **config.model,
     )
-    transform = MoleculeModel(model_config).pe_transform()
+    transform = pe_transform(model_config)
     if transform is not None:
         parts = {name: [transform(d.clone()) for d in part] for name, part in parts.items()}
     eval_loaders = {
         name: DataLoader(parts[name], batch_size=256) for name in ("train", "val", "test")
     }
     metric = "rmse" if task == "regression" else "roc_auc"
+    train_descriptors = (
+        torch.cat([d.mol_x for d in parts["train"]]) if model_config.mol_dim else None
+    )
     members, history, best_epochs = [], [], []
     start = time.perf_counter()
     for member in range(config.ensemble):
         seed_everything(config.seed * 1000 + member)
         model = MoleculeModel(model_config)
-        if model_config.mol_dim:
-            model.fit_descriptor_scaler(torch.cat([d.mol_x for d in parts["train"]]))
+        if train_descriptors is not None:
+            model.fit_descriptor_scaler(train_descriptors)
         label = f"train {dataset_name}" + (
             f" [{member + 1}/{config.ensemble}]" if config.ensemble > 1 else ""
         )
@@ -393,7 +402,7 @@ def predict_molecules(
             errors[i] = str(err)
     for start in range(0, len(graphs), batch_size):
         chunk = graphs[start : start + batch_size]
-        batch = next(iter(DataLoader(chunk, batch_size=len(chunk))))
+        batch = Batch.from_data_list(chunk)
         out = model(batch)
         if meta["task"] == "regression":
             out = scaler.inverse(out)
