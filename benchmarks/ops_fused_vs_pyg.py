@@ -136,14 +136,25 @@ def run_case(impl: str, num_nodes: int, repeats: int) -> dict:
 
 
 def run_in_subprocess(impl: str, num_nodes: int, repeats: int, threads: int | None) -> dict:
-    command = [sys.executable, __file__, "--case", impl, "--sizes", str(num_nodes),
-               "--repeats", str(repeats)]
+    command = [
+        sys.executable,
+        __file__,
+        "--case",
+        impl,
+        "--sizes",
+        str(num_nodes),
+        "--repeats",
+        str(repeats),
+    ]
     if threads:
         command += ["--threads", str(threads)]
     repo = str(Path(__file__).resolve().parents[1])
     path = os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))
     result = subprocess.run(
-        command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path},
+        command,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": path},
         check=True,
     )
     return json.loads(result.stdout)
@@ -152,10 +163,14 @@ def run_in_subprocess(impl: str, num_nodes: int, repeats: int, threads: int | No
 def run_processes(impl: str, num_nodes: int, args: argparse.Namespace) -> dict:
     """Medians over ``args.processes`` fresh processes (glibc's heap layout, hence the
     peak RSS, varies from one process to the next), with every process's figures."""
-    runs = [run_in_subprocess(impl, num_nodes, args.repeats, args.threads)
-            for _ in range(args.processes)]
-    summary = {key: statistics.median(run[key] for run in runs)
-               for key in ("time_s", "extra_peak_mib", "extra_peak_with_warm_up_mib")}
+    runs = [
+        run_in_subprocess(impl, num_nodes, args.repeats, args.threads)
+        for _ in range(args.processes)
+    ]
+    summary = {
+        key: statistics.median(run[key] for run in runs)
+        for key in ("time_s", "extra_peak_mib", "extra_peak_with_warm_up_mib")
+    }
     summary["per_process"] = [
         {key: round(value, 3) if isinstance(value, float) else value for key, value in r.items()}
         for r in runs

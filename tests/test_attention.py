@@ -117,6 +117,20 @@ def test_duplicate_edges_and_existing_self_loops_count_once():
     torch.testing.assert_close(layer(x, once), layer(x, twice))
 
 
+def test_edge_terms_equal_projecting_the_merged_edge_features():
+    # The layer projects the input edges and then merges them; that must equal
+    # projecting the merged features (duplicates averaged, added self-loops zero).
+    edge_index = torch.tensor([[0, 0, 1, 2, 3], [1, 1, 2, 0, 2]])  # 0 -> 1 twice
+    edge_attr = torch.randn(5, 6)
+    layer = make_layer(edge_dim=6)
+    torch.nn.init.normal_(layer.lin_edge.bias)  # lin_edge(0) = bias must reach the loops
+    edges = layer.allowed_edges(edge_index, 4, None)
+    expected = layer.lin_edge(edges.merge_edge_features(edge_attr))
+    got = layer._edge_terms(edges, edge_attr).reshape(edges.num_edges, -1)
+    torch.testing.assert_close(got, expected)
+    assert bool((edges.input_count == 0).any())  # the case includes added self-loops
+
+
 def test_isolated_node_gets_zero_output_not_nan():
     edges = prepare_edges(torch.tensor([[0, 1], [1, 0]]), num_nodes=3, add_self_loops=False)
     q, k, v = torch.randn(3, 3, 2, 4).unbind(0)
@@ -296,3 +310,42 @@ def test_auto_mode_picks_dense_for_a_small_complete_graph_and_sparse_for_a_large
     # auto gives the same numbers as either explicit mode
     x = torch.randn(n, 8)
     torch.testing.assert_close(layer(x, complete), layer(x, complete, mode="sparse"))
+
+
+def test_choose_kernel_thresholds():
+    from graphattn.ops.cost import FUSED_MIN_SIZE_CPU, choose_kernel
+
+    plain, with_edges = FUSED_MIN_SIZE_CPU["plain"], FUSED_MIN_SIZE_CPU["edge_terms"]
+    assert plain < with_edges
+    heads, head_dim = 4, 16
+    small = plain // (heads * head_dim) - 1
+    assert choose_kernel(small, heads, head_dim, False, "cpu") == "reference"
+    assert choose_kernel(small + 1, heads, head_dim, False, "cpu") == "fused"
+    assert choose_kernel(small + 1, heads, head_dim, True, "cpu") == "reference"
+    assert choose_kernel(with_edges // 64, heads, head_dim, True, "cpu") == "fused"
+    assert choose_kernel(1, heads, head_dim, True, "cuda") == "fused"
+
+
+@pytest.mark.parametrize("num_nodes,expect_fused", [(40, False), (12_000, True)])
+def test_auto_kernel_runs_fused_only_on_large_edge_sets(num_nodes, expect_fused):
+    # The fused kernel keeps its CSR index in the edge set's cache: a visible trace of
+    # which kernel ran. The results agree with the reference kernel either way.
+    edge_index = random_graph(num_nodes, 10 * num_nodes, torch.Generator().manual_seed(0))
+    x = torch.randn(num_nodes, 8)
+    layer = make_layer()
+    out = layer(x, edge_index)
+    edges = layer.allowed_edges(edge_index, num_nodes, None)
+    assert ("fused.csr" in edges.cache) == expect_fused
+    reference = make_layer(kernel="reference")
+    reference.load_state_dict(layer.state_dict())
+    torch.testing.assert_close(out, reference(x, edge_index.clone()), atol=1e-5, rtol=1e-4)
+
+
+def test_finite_check_names_the_entry_and_accepts_huge_finite_values():
+    layer, edge_index = make_layer(), torch.tensor([[0, 1], [1, 0]])
+    x = torch.zeros(2, 8)
+    x[1, 3] = float("inf")
+    with pytest.raises(GraphInputError, match=r"x\[1, 3\] = inf"):
+        layer(x, edge_index)
+    huge = torch.full((2, 8), 3e38)  # finite, but their sum overflows
+    layer(huge, edge_index)

@@ -175,8 +175,10 @@ def test_attention_weights_match_reference() -> None:
 
 def test_bfloat16_inputs_on_cpu() -> None:
     edges = random_graph(30, 90)
-    q, k, v, _, _ = (t.detach().bfloat16().requires_grad_() if t is not None else None
-                     for t in random_inputs(edges, 2, 8, False))
+    q, k, v, _, _ = (
+        t.detach().bfloat16().requires_grad_() if t is not None else None
+        for t in random_inputs(edges, 2, 8, False)
+    )
     out, lse = fused_edge_attention(q, k, v, edges)
     ref, _ = reference_edge_attention(q.float(), k.float(), v.float(), edges)
     assert out.dtype == torch.bfloat16 and lse.dtype == torch.float32
@@ -254,10 +256,18 @@ def test_triton_interpreted() -> None:
     """Run the ``interpreted`` tests below in a subprocess with TRITON_INTERPRET=1."""
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-               __file__, "-k", "interpreted and not test_triton_interpreted"]
-    result = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True,
-                            timeout=600)
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        __file__,
+        "-k",
+        "interpreted and not test_triton_interpreted",
+    ]
+    result = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
     report = result.stdout[-4000:] + result.stderr[-2000:]
     assert result.returncode == 0, report
     assert " passed" in result.stdout and "skipped" not in result.stdout, report

@@ -95,7 +95,7 @@ class _PyGBlock(nn.Module):
             c,
             c // config.heads,
             heads=config.heads,
-            dropout=config.dropout,
+            dropout=0.0,  # MoleculeModel has no dropout on the attention weights either
             edge_dim=c if config.bond_dim else None,
         )
         hidden = int(round(config.ffn_ratio * c))

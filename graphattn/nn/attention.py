@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from graphattn.errors import GraphInputError
 from graphattn.ops.attention import SCORES, dense_attention, reference_edge_attention
+from graphattn.ops.cost import choose_kernel, choose_mode
 from graphattn.ops.dense import DenseLayout, dense_layout, dense_memory_bytes
 from graphattn.ops.graph import ATTEND, EdgeSet, prepare_edges, validate_node_features
 from graphattn.ops.segment import NORMALIZERS
@@ -57,8 +58,10 @@ class GraphSelfAttention(nn.Module):
         edge_dim: width of edge features; they are projected to C, split per head, and
             added to the keys and the values of their edge.
         bias: learn additive biases in the projections.
-        kernel: sparse kernel: ``"auto"`` (the fused kernel where it applies, else the
-            reference), ``"fused"`` or ``"reference"`` (gather / segment softmax / scatter).
+        kernel: sparse kernel: ``"auto"`` (the fused kernel where it applies and, on CPU,
+            where the edge set is large enough for it to be faster, see
+            :func:`graphattn.ops.cost.choose_kernel`; else the reference), ``"fused"`` or
+            ``"reference"`` (gather / segment softmax / scatter).
         normalize: ``"softmax"``, ``"relu"`` or ``"sigmoid"`` (see
             :func:`graphattn.ops.segment.segment_normalize`).
         max_dense_bytes: dense mode raises :class:`DenseMemoryError` instead of
@@ -176,8 +179,16 @@ class GraphSelfAttention(nn.Module):
             raise GraphInputError(
                 f"edge_attr must have shape [E, {self.edge_dim}], got {list(edge_attr.shape)}"
             )
-        merged = edges.merge_edge_features(edge_attr.to(self.lin_edge.weight.dtype))
-        return self.lin_edge(merged).view(-1, self.heads, self.head_dim)
+        # Project the E input edges, then carry them onto the prepared edges: the same as
+        # projecting the merged features (merging averages, a linear map), on fewer rows.
+        # Prepared pairs without an input edge (added self-loops, k-hop pairs) get
+        # lin_edge(0) = its bias.
+        projected = self.lin_edge(edge_attr.to(self.lin_edge.weight.dtype))
+        merged = edges.merge_edge_features(projected)
+        if self.lin_edge.bias is not None:
+            without_input = (edges.input_count == 0).unsqueeze(-1)
+            merged = merged + without_input * self.lin_edge.bias
+        return merged.view(-1, self.heads, self.head_dim)
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         shape = (x.size(0), self.heads, self.head_dim)
@@ -207,8 +218,6 @@ class GraphSelfAttention(nn.Module):
         ``max_dense_bytes`` and the fraction of allowed pairs among the padded
         ``B·L²`` pairs is at least the device's crossover density.
         """
-        from graphattn.ops.cost import choose_mode
-
         return choose_mode(
             num_edges=edges.num_edges,
             num_graphs=layout.num_graphs,
@@ -291,17 +300,23 @@ class GraphSelfAttention(nn.Module):
         return layout.edges_to_dense(alpha, edges).permute(0, 3, 1, 2)
 
     # ------------------------------------------------------------------ kernels
-    def _fused_applies(self) -> bool:
+    def _fused_applies(self, edges: EdgeSet, edge_terms: Tensor | None, q: Tensor) -> bool:
         if self.kernel == "reference":
             return False
         plain = self.score == "dot" and self.normalize == "softmax"
         no_dropout = self.dropout == 0.0 or not self.training
-        if self.kernel == "fused" and not (plain and no_dropout):
-            raise GraphInputError(
-                "kernel='fused' supports score='dot', normalize='softmax' and no attention "
-                "dropout in training; use kernel='auto' to fall back to the reference kernel"
-            )
-        return plain and no_dropout
+        if self.kernel == "fused":
+            if not (plain and no_dropout):
+                raise GraphInputError(
+                    "kernel='fused' supports score='dot', normalize='softmax' and no "
+                    "attention dropout in training; use kernel='auto' to fall back to the "
+                    "reference kernel"
+                )
+            return True
+        if not (plain and no_dropout):
+            return False
+        size = (edges.num_edges, self.heads, self.head_dim)
+        return choose_kernel(*size, edge_terms is not None, q.device) == "fused"
 
     def _sparse(
         self,
@@ -313,7 +328,7 @@ class GraphSelfAttention(nn.Module):
         need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
         extra = self._score_bias(edges)
-        if extra is None and self._fused_applies():
+        if extra is None and self._fused_applies(edges, edge_terms, q):
             from graphattn.ops.fused import edge_attention_weights, fused_edge_attention
 
             out, lse = fused_edge_attention(q, k, v, edges, None, edge_terms, edge_terms)

@@ -94,13 +94,20 @@ def reference_edge_attention(
         ``(out [N, H, D], alpha [E, H])``.
     """
     src, dst = edges.edge_index
-    keys = k[src] if edge_key is None else k[src] + edge_key
-    scores = edge_scores(q[dst], keys, default_scale(q.size(-1), scale), score, score_vector)
+    # index_select, not k[src]: its backward is an index_add, several times faster on
+    # CPU than the accumulating index_put behind advanced indexing.
+    keys = k.index_select(0, src)
+    if edge_key is not None:
+        keys = keys + edge_key
+    scale = default_scale(q.size(-1), scale)
+    scores = edge_scores(q.index_select(0, dst), keys, scale, score, score_vector)
     if score_bias is not None:
         scores = scores + score_bias
     alpha = segment_normalize(scores, dst, edges.num_nodes, normalize)
     weights = F.dropout(alpha, p=dropout, training=training)
-    values = v[src] if edge_value is None else v[src] + edge_value
+    values = v.index_select(0, src)
+    if edge_value is not None:
+        values = values + edge_value
     out = segment_sum(weights.unsqueeze(-1) * values, dst, edges.num_nodes)
     return out, alpha
 

@@ -1,4 +1,6 @@
-"""The cost model behind ``mode="auto"``: sparse (edge list) or dense (padded N×N)?
+"""The cost models behind ``mode="auto"`` and ``kernel="auto"``.
+
+``mode``: sparse (edge list) or dense (padded N×N)?
 
 Sparse attention does work proportional to the number of allowed pairs E; dense
 attention does work proportional to the padded pairs P = B·L² (B graphs, L the largest),
@@ -6,19 +8,47 @@ but with far better constants (one batched matrix product instead of gathers and
 scatters). So dense wins once the *density* E / P passes a crossover that depends on
 the device. The crossovers below were measured with ``graphattn bench`` (the density
 sweep at N=2,000); dense is never chosen when its estimated memory exceeds the budget.
+
+``kernel`` (sparse mode, CPU): the fused kernel loops over heads with a few sparse
+products each, a fixed cost per call that pays off only on large edge sets; on small
+ones (a batch of molecules) the reference kernel's ``[E, H, D]`` temporaries are small
+and it is faster. With edge features the fused CPU kernel gathers per head as well, so
+its break-even size is larger. CUDA always gets the fused (Triton) kernel.
 """
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["CROSSOVER_DENSITY", "choose_mode"]
+__all__ = ["CROSSOVER_DENSITY", "FUSED_MIN_SIZE_CPU", "choose_kernel", "choose_mode"]
 
 # Fraction of allowed pairs among padded pairs above which dense is faster.
 # CPU: measured with `graphattn bench` on 2 cores (density sweep at N=2,000, 4 heads x 16:
 # fused sparse 44 ms vs dense 59 ms at density 0.10, 83 ms vs 80 ms at 0.25).
 # CUDA: not measured yet (no GPU was available); a conservative placeholder.
 CROSSOVER_DENSITY = {"cpu": 0.25, "cuda": 0.1}
+
+# Smallest E·H·D (allowed pairs x heads x head dim) for which kernel="auto" runs the fused
+# kernel on CPU. Measured forward + backward of one layer (F=64, 4 heads x 16, 1 thread):
+# without edge features fused/reference = 1.70 on ESOL batches of 32 (0.08M), 1.0 at
+# 0.34M, 0.82 at 0.70M, 0.37 at 1.4M; with edge features 1.4-1.9 up to 1.4M, 1.46 at
+# 3.5M and 0.88 at 14M (script: benchmarks/kernel_crossover.py).
+FUSED_MIN_SIZE_CPU = {"plain": 2**19, "edge_terms": 2**23}
+
+
+def choose_kernel(num_edges: int, heads: int, head_dim: int, edge_terms: bool, device) -> str:
+    """Return ``"fused"`` or ``"reference"`` for one call of a sparse layer.
+
+    Args:
+        num_edges: allowed (source, target) pairs E'.
+        heads, head_dim: H and D.
+        edge_terms: whether edge features are added to keys and values.
+        device: where the computation runs (CUDA: always fused).
+    """
+    if torch.device(device).type != "cpu":
+        return "fused"
+    threshold = FUSED_MIN_SIZE_CPU["edge_terms" if edge_terms else "plain"]
+    return "fused" if num_edges * heads * head_dim >= threshold else "reference"
 
 
 def choose_mode(

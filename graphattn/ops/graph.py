@@ -79,8 +79,18 @@ class EdgeSet:
             )
         total = edge_attr.new_zeros((self.num_edges, *edge_attr.shape[1:]))
         total = total.index_add(0, self.input_to_edge, edge_attr)
+        if not self._has_duplicates():
+            return total
         count = self.input_count.clamp(min=1).to(edge_attr.dtype)
         return total / count.view(-1, *([1] * (edge_attr.dim() - 1)))
+
+    def _has_duplicates(self) -> bool:
+        """Whether some input edges were merged (checked once, then cached)."""
+        if "has_duplicates" not in self.cache:
+            self.cache["has_duplicates"] = self.input_to_edge.numel() > int(
+                (self.input_count > 0).sum()
+            )
+        return self.cache["has_duplicates"]
 
 
 def validate_edge_index(edge_index: Tensor, num_nodes: int) -> None:
@@ -114,6 +124,10 @@ def validate_node_features(x: Tensor, in_channels: int) -> None:
         )
     if not x.is_floating_point():
         raise GraphInputError(f"x must be a floating-point tensor, got {x.dtype}")
+    # One reduction is far cheaper than an [N, C] mask; a NaN or inf anywhere makes the
+    # sum non-finite (an overflowing sum of finite values only costs the full check).
+    if bool(torch.isfinite(x.detach().sum())):
+        return
     finite = torch.isfinite(x)
     if not bool(finite.all()):
         row, col = (~finite).nonzero()[0].tolist()

@@ -46,9 +46,9 @@ def segment_softmax(scores: Tensor, index: Tensor, num_segments: int) -> Tensor:
     Returns:
         ``[E, H]`` weights that sum to 1 over each non-empty segment.
     """
-    shifted = scores - segment_max(scores, index, num_segments).detach()[index]
-    exp = shifted.exp()
-    return exp / segment_sum(exp, index, num_segments)[index]
+    peak = segment_max(scores, index, num_segments).detach()
+    exp = (scores - peak.index_select(0, index)).exp()
+    return exp / segment_sum(exp, index, num_segments).index_select(0, index)
 
 
 def segment_normalize(

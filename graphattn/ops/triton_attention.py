@@ -69,10 +69,23 @@ if HAS_TRITON:
 
     @triton.jit
     def _forward_kernel(
-        q_ptr, k_ptr, v_ptr, ek_ptr, ev_ptr, src_ptr, rowptr_ptr, out_ptr, lse_ptr,
-        scale, H, D,
-        HAS_EK: tl.constexpr, HAS_EV: tl.constexpr,
-        BLOCK_E: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
+        q_ptr,
+        k_ptr,
+        v_ptr,
+        ek_ptr,
+        ev_ptr,
+        src_ptr,
+        rowptr_ptr,
+        out_ptr,
+        lse_ptr,
+        scale,
+        H,
+        D,
+        HAS_EK: tl.constexpr,
+        HAS_EV: tl.constexpr,
+        BLOCK_E: tl.constexpr,
+        BLOCK_H: tl.constexpr,
+        BLOCK_D: tl.constexpr,
     ):
         node = tl.program_id(0).to(tl.int64)
         row_size = H * D
@@ -113,12 +126,31 @@ if HAS_TRITON:
 
     @triton.jit
     def _backward_target_kernel(
-        q_ptr, k_ptr, v_ptr, ek_ptr, ev_ptr, do_ptr, lse_ptr, delta_ptr, src_ptr, rowptr_ptr,
-        dq_ptr, alpha_ptr, ds_ptr, dek_ptr, dev_ptr,
-        scale, H, D,
-        HAS_EK: tl.constexpr, HAS_EV: tl.constexpr,
-        NEED_DEK: tl.constexpr, NEED_DEV: tl.constexpr,
-        BLOCK_E: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
+        q_ptr,
+        k_ptr,
+        v_ptr,
+        ek_ptr,
+        ev_ptr,
+        do_ptr,
+        lse_ptr,
+        delta_ptr,
+        src_ptr,
+        rowptr_ptr,
+        dq_ptr,
+        alpha_ptr,
+        ds_ptr,
+        dek_ptr,
+        dev_ptr,
+        scale,
+        H,
+        D,
+        HAS_EK: tl.constexpr,
+        HAS_EV: tl.constexpr,
+        NEED_DEK: tl.constexpr,
+        NEED_DEV: tl.constexpr,
+        BLOCK_E: tl.constexpr,
+        BLOCK_H: tl.constexpr,
+        BLOCK_D: tl.constexpr,
     ):
         node = tl.program_id(0).to(tl.int64)
         row_size = H * D
@@ -167,9 +199,21 @@ if HAS_TRITON:
 
     @triton.jit
     def _backward_source_kernel(
-        q_ptr, do_ptr, alpha_ptr, ds_ptr, perm_ptr, dst_t_ptr, rowptr_t_ptr, dk_ptr, dv_ptr,
-        scale, H, D,
-        BLOCK_E: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
+        q_ptr,
+        do_ptr,
+        alpha_ptr,
+        ds_ptr,
+        perm_ptr,
+        dst_t_ptr,
+        rowptr_t_ptr,
+        dk_ptr,
+        dv_ptr,
+        scale,
+        H,
+        D,
+        BLOCK_E: tl.constexpr,
+        BLOCK_H: tl.constexpr,
+        BLOCK_D: tl.constexpr,
     ):
         node = tl.program_id(0).to(tl.int64)
         row_size = H * D
@@ -260,10 +304,21 @@ def forward(
     lse = torch.empty((n, heads), dtype=torch.float32, device=q.device)
     with _device_guard(q):
         _forward_kernel[(n,)](
-            q, k, v, q if ek is None else ek, q if ev is None else ev,
-            graph["src"], graph["rowptr"], out, lse,
-            scale, heads, head_dim,
-            HAS_EK=ek is not None, HAS_EV=ev is not None, **_blocks(heads, head_dim),
+            q,
+            k,
+            v,
+            q if ek is None else ek,
+            q if ev is None else ev,
+            graph["src"],
+            graph["rowptr"],
+            out,
+            lse,
+            scale,
+            heads,
+            head_dim,
+            HAS_EK=ek is not None,
+            HAS_EV=ev is not None,
+            **_blocks(heads, head_dim),
         )
     return out, lse
 
@@ -292,16 +347,44 @@ def backward(
     blocks = _blocks(heads, head_dim)
     with _device_guard(q):
         _backward_target_kernel[(n,)](
-            q, k, v, q if ek is None else ek, q if ev is None else ev, do, lse, delta,
-            graph["src"], graph["rowptr"],
-            dq, alpha, ds, q if dek is None else dek, q if dev is None else dev,
-            scale, heads, head_dim,
-            HAS_EK=ek is not None, HAS_EV=ev is not None,
-            NEED_DEK=need_dek, NEED_DEV=need_dev, **blocks,
+            q,
+            k,
+            v,
+            q if ek is None else ek,
+            q if ev is None else ev,
+            do,
+            lse,
+            delta,
+            graph["src"],
+            graph["rowptr"],
+            dq,
+            alpha,
+            ds,
+            q if dek is None else dek,
+            q if dev is None else dev,
+            scale,
+            heads,
+            head_dim,
+            HAS_EK=ek is not None,
+            HAS_EV=ev is not None,
+            NEED_DEK=need_dek,
+            NEED_DEV=need_dev,
+            **blocks,
         )
         _backward_source_kernel[(n,)](
-            q, do, alpha, ds, graph["perm"], graph["dst_t"], graph["rowptr_t"], dk, dv,
-            scale, heads, head_dim, **blocks,
+            q,
+            do,
+            alpha,
+            ds,
+            graph["perm"],
+            graph["dst_t"],
+            graph["rowptr_t"],
+            dk,
+            dv,
+            scale,
+            heads,
+            head_dim,
+            **blocks,
         )
     grads = (dq, dk, dv, dek, dev)
     return tuple(g if need else None for g, need in zip(grads, needs, strict=True))
