@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from graphattn.errors import GraphInputError
@@ -180,14 +181,13 @@ class GraphSelfAttention(nn.Module):
                 f"edge_attr must have shape [E, {self.edge_dim}], got {list(edge_attr.shape)}"
             )
         # Project the E input edges, then carry them onto the prepared edges: the same as
-        # projecting the merged features (merging averages, a linear map), on fewer rows.
-        # Prepared pairs without an input edge (added self-loops, k-hop pairs) get
-        # lin_edge(0) = its bias.
-        projected = self.lin_edge(edge_attr.to(self.lin_edge.weight.dtype))
-        merged = edges.merge_edge_features(projected)
-        if self.lin_edge.bias is not None:
-            without_input = (edges.input_count == 0).unsqueeze(-1)
-            merged = merged + without_input * self.lin_edge.bias
+        # projecting the merged features (merging averages, a linear map) on fewer rows.
+        # The bias goes on after the merge, so that prepared pairs without an input edge
+        # (added self-loops, k-hop pairs) get lin_edge(0) = bias as well.
+        weight, bias = self.lin_edge.weight, self.lin_edge.bias
+        merged = edges.merge_edge_features(F.linear(edge_attr.to(weight.dtype), weight))
+        if bias is not None:
+            merged = merged + bias
         return merged.view(-1, self.heads, self.head_dim)
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:

@@ -1,0 +1,153 @@
+"""Where the time of a molecule training step goes: graphattn vs the PyG mirror.
+
+One AdamW step of :class:`~graphattn.models.MoleculeModel` (the library default
+architecture) and of :class:`~graphattn.bench.models.PyGMoleculeModel` (the same
+architecture on PyG ``TransformerConv``) on ESOL batches of 128, each step with a fresh
+copy of ``edge_index`` (no cached edge preparation), plus variants that isolate the
+attention:
+
+* ``graphattn`` / ``pyg``: the full models;
+* ``graphattn_projections_only``: every attention layer keeps its input checks, edge
+  preparation, projections (W_q, W_k, W_v, W_O, edge) and one scatter of the edge terms,
+  but no scores, softmax or weighted sums: the floor for *any* attention kernel with
+  this architecture;
+* ``graphattn_no_attention`` / ``pyg_no_attention``: the attention layers replaced by
+  the identity (encoders, norms, feed-forward blocks, dropout, readout, head, optimizer).
+
+Median step time over ``--repeats`` steps, models interleaved over ``--rounds`` rounds
+(median of the round medians). Prints JSON and writes ``training_step_breakdown.json``.
+
+Usage::
+
+    python benchmarks/training_step_breakdown.py --data-dir ../shared/datasets --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+import time
+
+import torch
+from _common import add_common_args, machine_info, setup, write_outputs
+from torch import Tensor, nn
+
+from graphattn.bench.inputs import esol_batches, load_esol
+from graphattn.bench.models import build_molecule_model
+
+BATCH_SIZE, BATCHES = 128, 8
+
+
+class Identity(nn.Module):
+    """Stands in for an attention layer: returns the node features unchanged."""
+
+    def forward(self, x: Tensor, *args, **kwargs) -> Tensor:
+        return x
+
+
+class ProjectionsOnly(nn.Module):
+    """A :class:`GraphSelfAttention` without its kernel: checks, edges, projections."""
+
+    def __init__(self, attention: nn.Module) -> None:
+        super().__init__()
+        self.attention = attention
+
+    def forward(self, x: Tensor, edge_index: Tensor, edge_attr=None, batch=None, **kwargs):
+        from graphattn.ops.graph import validate_node_features
+
+        a = self.attention
+        validate_node_features(x, a.in_channels)
+        edges = a.allowed_edges(edge_index, x.size(0), batch)
+        terms = a._edge_terms(edges, edge_attr)
+        q, k, v = a._project(x)
+        mixed = (q + k + v).reshape(x.size(0), -1)
+        if terms is not None:
+            mixed = mixed.index_add(0, edges.dst, terms.reshape(edges.num_edges, -1))
+        return a.lin_out(mixed)
+
+
+def build(name: str, atom_dim: int, bond_dim: int) -> nn.Module:
+    impl = "pyg" if name.startswith("pyg") else "graphattn"
+    model = build_molecule_model(impl, atom_dim, bond_dim, max_dense_bytes=1 << 28, seed=0)
+    for block in model.layers:
+        if name == "graphattn_no_attention":
+            block.attention = Identity()
+        elif name == "graphattn_projections_only":
+            block.attention = ProjectionsOnly(block.attention)
+        elif name == "pyg_no_attention":
+            block.conv = Identity()
+    return model
+
+
+MODELS = (
+    "graphattn",
+    "graphattn_projections_only",
+    "graphattn_no_attention",
+    "pyg",
+    "pyg_no_attention",
+)
+
+
+def median_step_ms(model: nn.Module, batches: list, repeats: int) -> float:
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model.train()
+    times = []
+    for i in range(repeats + 5):
+        b = batches[i % len(batches)]
+        data = dataclasses.replace(b, edge_index=b.edge_index.clone())
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        nn.functional.mse_loss(model(data), data.y).backward()
+        optimizer.step()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times[5:]) * 1e3
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_common_args(parser, seeds=(0,))
+    parser.add_argument("--repeats", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.repeats, args.rounds = 3, 1
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    setup(args)
+    smiles, targets = load_esol(args.data_dir, download=False)
+    batches, atom_dim, bond_dim = esol_batches(smiles, targets, BATCH_SIZE, BATCHES)
+    rounds: dict[str, list[float]] = {name: [] for name in MODELS}
+    for _ in range(args.rounds):
+        for name in MODELS:
+            rounds[name].append(
+                median_step_ms(build(name, atom_dim, bond_dim), batches, args.repeats)
+            )
+    median = {name: statistics.median(values) for name, values in rounds.items()}
+    pyg = median["pyg"]
+    payload = {
+        "machine": machine_info(),
+        "batch_size": BATCH_SIZE,
+        "repeats": args.repeats,
+        "median_step_ms": median,
+        "rounds_ms": rounds,
+        "over_pyg": {name: value / pyg for name, value in median.items()},
+        "attention_ms": {
+            "graphattn": median["graphattn"] - median["graphattn_no_attention"],
+            "graphattn_projections_only": median["graphattn_projections_only"]
+            - median["graphattn_no_attention"],
+            "pyg": pyg - median["pyg_no_attention"],
+        },
+    }
+    write_outputs(args.out, "training_step_breakdown", payload)
+    print(json.dumps(payload, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
