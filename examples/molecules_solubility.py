@@ -8,17 +8,20 @@ import argparse
 
 from graphattn.datasets import load_molecule_dataset
 from graphattn.train import MoleculeTrainConfig, predict_molecules, train_molecule_model
+from graphattn.train.molecules import DATASET_DEFAULTS
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--data-dir", help="folder with esol/delaney-processed.csv")
-parser.add_argument("--epochs", type=int, default=80)
+parser.add_argument("--epochs", type=int, help="default: the library's (80)")
 parser.add_argument("--out", default="runs/example_esol")
 args = parser.parse_args()
 
 dataset = load_molecule_dataset("esol", data_dir=args.data_dir)
-metrics = train_molecule_model(
-    dataset, MoleculeTrainConfig(epochs=args.epochs), run_dir=args.out, dataset_name="esol"
-)
+settings = dict(DATASET_DEFAULTS["esol"])  # ESOL's tuned readout, as the CLI uses
+if args.epochs is not None:
+    settings["epochs"] = args.epochs
+config = MoleculeTrainConfig(**settings)
+metrics = train_molecule_model(dataset, config, run_dir=args.out, dataset_name="esol")
 print(f"test RMSE {metrics['test']['rmse']:.3f} log mol/L, run folder {args.out}")
 
 smiles = ["CCO", "c1ccccc1", "OC(=O)c1ccccc1O", "not a molecule"]

@@ -242,3 +242,28 @@ def test_cpu_memory_probe_sees_an_allocation() -> None:
     extra = probe.extra_peak()
     del block
     assert extra >= 48 * 2**20, (extra, probe.method)
+
+
+def test_sparse_mode_is_the_faster_sparse_kernel() -> None:
+    from graphattn.bench.analysis import auto_vs_best
+
+    def case(impl: str, seconds: float, **extra) -> dict:
+        return {
+            "group": "g",
+            "suite": "scaling",
+            "impl": impl,
+            "status": "ok",
+            "median_seconds": seconds,
+            "density": 0.01,
+            **extra,
+        }
+
+    cases = [
+        case("fused", 2.0),
+        case("reference", 1.0),
+        case("dense", 3.0),
+        case("auto", 1.05, auto_choice="sparse"),
+    ]
+    (row,) = auto_vs_best(cases)
+    assert row["best_mode"] == "sparse" and row["best_seconds"] == 1.0
+    assert row["within_10_percent"] and abs(row["ratio"] - 1.05) < 1e-9
