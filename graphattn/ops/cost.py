@@ -29,11 +29,14 @@ __all__ = ["CROSSOVER_DENSITY", "FUSED_MIN_SIZE_CPU", "choose_kernel", "choose_m
 CROSSOVER_DENSITY = {"cpu": 0.25, "cuda": 0.1}
 
 # Smallest E·H·D (allowed pairs x heads x head dim) for which kernel="auto" runs the fused
-# kernel on CPU. Measured forward + backward of one layer (F=64, 4 heads x 16, 1 thread):
-# without edge features fused/reference = 1.70 on ESOL batches of 32 (0.08M), 1.0 at
-# 0.34M, 0.82 at 0.70M, 0.37 at 1.4M; with edge features 1.4-1.9 up to 1.4M, 1.46 at
-# 3.5M and 0.88 at 14M (script: benchmarks/kernel_crossover.py).
-FUSED_MIN_SIZE_CPU = {"plain": 2**19, "edge_terms": 2**23}
+# kernel on CPU (benchmarks/kernel_crossover.py: forward + backward of one layer, F=64,
+# 4 heads x 16, 1 thread; fused / reference time, two runs):
+# - no edge features: 1.6-1.7 at 0.08M (ESOL batches of 32), 1.0-1.2 at 0.34M, 0.8-1.3 at
+#   0.70M, 1.07 at 1.3M, 0.4-0.6 at 1.4M, 0.5-0.6 at 3.5M, 0.26 at 14M;
+# - with edge features the fused CPU kernel is never clearly faster (1.0-2.4 up to 3.5M,
+#   0.9-1.0 at 14M): from 2^23 (32 MiB per [E, H, D] tensor) it is chosen for memory,
+#   since the reference kernel keeps about three more [E, H, D] tensors for backward.
+FUSED_MIN_SIZE_CPU = {"plain": 2**20, "edge_terms": 2**23}
 
 
 def choose_kernel(num_edges: int, heads: int, head_dim: int, edge_terms: bool, device) -> str:
