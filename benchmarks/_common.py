@@ -31,6 +31,7 @@ __all__ = [
     "met",
     "setup",
     "summarize",
+    "summarize_seeds",
     "write_outputs",
     "yes_no",
 ]
@@ -113,6 +114,27 @@ def summarize(values: Iterable[float | None]) -> dict:
         "max": float(arr.max()),
         "n": int(arr.size),
     }
+
+
+def summarize_seeds(
+    runs: Iterable[dict], keys: Sequence[str], test_metrics: Sequence[str]
+) -> list[dict]:
+    """One summary per group of runs sharing the values of ``keys`` (e.g. data set and
+    model): those values, the ``seeds``, and a :func:`summarize` of each
+    ``run["test"][metric]``, of ``train_seconds`` and of ``epochs_run``."""
+    groups: dict[tuple, list[dict]] = {}
+    for run in runs:
+        groups.setdefault(tuple(run[key] for key in keys), []).append(run)
+    return [
+        {
+            **dict(zip(keys, values, strict=True)),
+            "seeds": [r["seed"] for r in members],
+            **{m: summarize(r["test"][m] for r in members) for m in test_metrics},
+            "train_seconds": summarize(r["train_seconds"] for r in members),
+            "epochs_run": summarize(r["epochs_run"] for r in members),
+        }
+        for values, members in groups.items()
+    ]
 
 
 def fmt(value: float | None, digits: int = 3) -> str:

@@ -36,7 +36,7 @@ from _common import (
     markdown_table,
     met,
     setup,
-    summarize,
+    summarize_seeds,
     write_outputs,
     yes_no,
 )
@@ -242,22 +242,7 @@ def run_dataset(
 
 def summarize_runs(runs: list[dict]) -> list[dict]:
     """Mean / std over seeds per (data set, model)."""
-    groups: dict[tuple[str, str], list[dict]] = {}
-    for run in runs:
-        groups.setdefault((run["dataset"], run["model"]), []).append(run)
-    summaries = []
-    for (dataset, model), members in groups.items():
-        summaries.append(
-            {
-                "dataset": dataset,
-                "model": model,
-                "seeds": [r["seed"] for r in members],
-                **{m: summarize(r["test"][m] for r in members) for m in ("rmse", "mae", "r2")},
-                "train_seconds": summarize(r["train_seconds"] for r in members),
-                "epochs_run": summarize(r["epochs_run"] for r in members),
-            }
-        )
-    return summaries
+    return summarize_seeds(runs, ("dataset", "model"), ("rmse", "mae", "r2"))
 
 
 def check_targets(summaries: list[dict]) -> list[dict]:

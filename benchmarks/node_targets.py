@@ -34,7 +34,7 @@ from _common import (
     markdown_table,
     met,
     setup,
-    summarize,
+    summarize_seeds,
     write_outputs,
     yes_no,
 )
@@ -255,23 +255,12 @@ def _add_run(
 
 
 def summarize_runs(runs: list[dict]) -> list[dict]:
-    """Mean / std over seeds per (part, model)."""
-    groups: dict[tuple[str, str], list[dict]] = {}
-    for run in runs:
-        groups.setdefault((run["part"], run["model"]), []).append(run)
-    return [
-        {
-            "part": part,
-            "model": model,
-            "seeds": [r["seed"] for r in members],
-            **{m: summarize(r["test"][m] for r in members) for m in ("accuracy", "macro_f1")},
-            "correct": summarize(r["test"]["correct"] for r in members),
-            "total": members[0]["test"]["total"],
-            "train_seconds": summarize(r["train_seconds"] for r in members),
-            "epochs_run": summarize(r["epochs_run"] for r in members),
-        }
-        for (part, model), members in groups.items()
-    ]
+    """Mean / std over seeds per (part, model), with the number of scored nodes."""
+    summaries = summarize_seeds(runs, ("part", "model"), ("accuracy", "macro_f1", "correct"))
+    totals = {(r["part"], r["model"]): r["test"]["total"] for r in runs}
+    for s in summaries:
+        s["total"] = totals[(s["part"], s["model"])]
+    return summaries
 
 
 def check_targets(summaries: list[dict]) -> list[dict]:

@@ -37,6 +37,7 @@ from torch import Tensor, nn
 
 from graphattn.bench.inputs import esol_batches, load_esol
 from graphattn.bench.models import build_molecule_model
+from graphattn.ops.graph import validate_node_features
 
 BATCH_SIZE, BATCHES = 128, 8
 
@@ -56,8 +57,6 @@ class ProjectionsOnly(nn.Module):
         self.attention = attention
 
     def forward(self, x: Tensor, edge_index: Tensor, edge_attr=None, batch=None, **kwargs):
-        from graphattn.ops.graph import validate_node_features
-
         a = self.attention
         validate_node_features(x, a.in_channels)
         edges = a.allowed_edges(edge_index, x.size(0), batch)
