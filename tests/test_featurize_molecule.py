@@ -297,3 +297,47 @@ def test_descriptors_are_optional_and_match_rdkit() -> None:
     expected = np.sign(logp) * np.log1p(abs(logp))
     assert abs(float(data.mol_x[0, column]) - expected) < 1e-5
     assert MoleculeFeaturizer.from_dict(featurizer.to_dict()).descriptors is True
+
+
+@pytest.mark.parametrize("smiles", ["NCC(=O)O", "[NH3+]CC(=O)[O-]", "CC(=O)[O-]", "c1ccccc1O"])
+def test_atom_contributions_sum_to_the_rdkit_molecule_values(smiles: str) -> None:
+    from rdkit.Chem import Crippen, rdMolDescriptors
+
+    from graphattn.featurize.contributions import CONTRIBUTION_NAMES
+
+    plain = MoleculeFeaturizer()
+    featurizer = MoleculeFeaturizer(contributions=True)
+    assert featurizer.atom_feature_names == plain.atom_feature_names + list(CONTRIBUTION_NAMES)
+    data = featurizer(smiles)
+    assert data.x.shape == (data.num_nodes, featurizer.atom_dim)
+    assert torch.equal(data.x[:, : plain.atom_dim], plain(smiles).x)  # appended, not mixed in
+    mol = Chem.MolFromSmiles(smiles)
+    totals = data.x[:, plain.atom_dim :].double().sum(0).tolist()
+    sums = dict(zip(CONTRIBUTION_NAMES, totals, strict=True))
+    atom_area, hydrogen_area = rdMolDescriptors._CalcLabuteASAContribs(mol)
+    assert sums["crippen_logp"] == pytest.approx(Crippen.MolLogP(mol), abs=1e-4)
+    assert sums["crippen_mr"] * 5 == pytest.approx(Crippen.MolMR(mol), abs=1e-3)
+    assert sums["tpsa"] * 20 == pytest.approx(rdMolDescriptors.CalcTPSA(mol), abs=1e-3)
+    assert sums["labute_asa"] * 10 + hydrogen_area == pytest.approx(
+        rdMolDescriptors.CalcLabuteASA(mol), abs=1e-3
+    )
+    # group charges (atom + its hydrogens) add up to the net formal charge
+    assert sums["gasteiger_charge"] * 0.5 == pytest.approx(Chem.GetFormalCharge(mol), abs=1e-4)
+    assert MoleculeFeaturizer.from_dict(featurizer.to_dict()).contributions is True
+
+
+def test_atom_contributions_are_finite_where_rdkit_has_no_value() -> None:
+    featurizer = MoleculeFeaturizer(contributions=True)
+    x = featurizer("C[Sn](C)(C)C").x  # RDKit has no Gasteiger parameters for tin
+    assert torch.isfinite(x).all()
+    charge = featurizer.atom_feature_names.index("gasteiger_charge")
+    assert torch.equal(x[:, charge], torch.zeros(5))
+    # with explicit hydrogens each H keeps its own share; the molecule's total is the same
+    explicit = MoleculeFeaturizer(contributions=True, add_hs=True)("CO")
+    assert explicit.x.shape == (6, featurizer.atom_dim)
+    logp = featurizer.atom_feature_names.index("crippen_logp")
+    hydrogen_rows = explicit.x[2:, logp]
+    assert (hydrogen_rows != 0).all()
+    assert float(explicit.x[:, logp].sum()) == pytest.approx(
+        float(featurizer("CO").x[:, logp].sum()), abs=1e-5
+    )

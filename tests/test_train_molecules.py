@@ -178,6 +178,7 @@ def test_cli_train_on_a_csv_writes_skipped_rows(tmp_path):
             "--out",
             str(out),
             "--no-progress",
+            "--atom-contributions",
         ]
     )
     assert code == 0
@@ -186,7 +187,16 @@ def test_cli_train_on_a_csv_writes_skipped_rows(tmp_path):
     assert [(r["row"], r["smiles"]) for r in skipped] == [("2", "bad(")]
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["num_skipped"] == 1 and sum(metrics["num_molecules"].values()) == 11
-    assert load_checkpoint(out)["target_cols"] == ["logp"]
+    checkpoint = load_checkpoint(out)
+    assert checkpoint["target_cols"] == ["logp"]
+    featurizer = MoleculeFeaturizer.from_dict(checkpoint["featurizer"])
+    assert featurizer.contributions and featurizer.descriptors
+    assert checkpoint["model_config"]["atom_dim"] == featurizer.atom_dim
+    predictions = tmp_path / "pred.csv"
+    assert main(["predict", "--model", str(out), "--csv", str(source), "--smiles-col", "smi",
+                 "--out", str(predictions)]) == 0  # fmt: skip
+    with open(predictions) as handle:
+        assert len(list(csv.DictReader(handle))) == len(rows)
 
 
 def test_cli_reports_a_missing_target_column(tmp_path, capsys):

@@ -84,6 +84,12 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="molecules: graph features only, no RDKit whole-molecule descriptors",
     )
+    p.add_argument(
+        "--atom-contributions",
+        action="store_true",
+        help="molecules: add per-atom Crippen, TPSA, surface-area, Gasteiger-charge and "
+        "E-state columns to the atom features",
+    )
     p.add_argument("--hidden", type=int)
     p.add_argument("--layers", type=int)
     p.add_argument("--heads", type=int)
@@ -145,7 +151,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _train_molecules(args: argparse.Namespace) -> int:
-    from graphattn.datasets.molecules import MoleculeCSV, load_molecule_dataset
+    from graphattn.datasets.molecules import MOLECULE_DATASETS, MoleculeCSV, load_molecule_dataset
     from graphattn.featurize.molecule import MoleculeFeaturizer
     from graphattn.train.molecules import (
         DATASET_DEFAULTS,
@@ -156,7 +162,9 @@ def _train_molecules(args: argparse.Namespace) -> int:
     if args.csv is not None:
         if not args.target_cols:
             raise SystemExit("graphattn train --csv needs at least one --target-col")
-        featurizer = MoleculeFeaturizer(descriptors=not args.no_descriptors)
+        featurizer = MoleculeFeaturizer(
+            descriptors=not args.no_descriptors, contributions=args.atom_contributions
+        )
         dataset = MoleculeCSV(
             args.csv,
             smiles_col=args.smiles_col,
@@ -169,8 +177,11 @@ def _train_molecules(args: argparse.Namespace) -> int:
         if name not in MOLECULE_SETS:
             raise SystemExit(f"unknown data set {name!r}; choose from {MOLECULE_SETS + NODE_SETS}")
         featurizer = None  # the data set's default (see MOLECULE_DATASETS)
-        if args.no_descriptors:
-            featurizer = MoleculeFeaturizer(descriptors=False)
+        if args.no_descriptors or args.atom_contributions:
+            featurizer = MoleculeFeaturizer(
+                descriptors=MOLECULE_DATASETS[name].descriptors and not args.no_descriptors,
+                contributions=args.atom_contributions,
+            )
         dataset = load_molecule_dataset(name, data_dir=args.data_dir, featurizer=featurizer)
     settings = dict(DATASET_DEFAULTS.get(name, {}))
     settings.update(_overrides(args, ("epochs", "batch_size", "lr", "patience")))

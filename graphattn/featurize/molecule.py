@@ -25,6 +25,7 @@ from rdkit import Chem, rdBase
 from torch_geometric.data import Data
 
 from graphattn.errors import GraphInputError
+from graphattn.featurize.contributions import CONTRIBUTION_NAMES, atom_contributions
 from graphattn.featurize.descriptors import DESCRIPTOR_NAMES, molecule_descriptors
 
 __all__ = [
@@ -187,7 +188,9 @@ class MoleculeFeaturizer:
     ``element=<symbol>`` for each of :attr:`elements` then ``element=other``;
     ``degree=<d>`` ... ``degree=other``; ``formal_charge=<c>`` ... ``formal_charge=other``;
     ``num_hs=<h>`` ... ``num_hs=other`` (hydrogens attached, implicit and explicit);
-    ``hybridization=<name>`` ... ``hybridization=other``; ``aromatic``; ``in_ring``.
+    ``hybridization=<name>`` ... ``hybridization=other``; ``aromatic``; ``in_ring``;
+    then, with ``contributions``, the continuous columns of
+    :data:`~graphattn.featurize.contributions.CONTRIBUTION_NAMES`.
     Bond feature layout: ``bond_type=SINGLE|DOUBLE|TRIPLE|AROMATIC|other``,
     ``conjugated``, ``in_ring``. Read the names from :attr:`atom_feature_names` and
     :attr:`bond_feature_names`.
@@ -203,6 +206,10 @@ class MoleculeFeaturizer:
         in_ring (bool): atom ring-membership flag. (default: :obj:`True`)
         bond_conjugated (bool): bond conjugation flag. (default: :obj:`True`)
         bond_in_ring (bool): bond ring-membership flag. (default: :obj:`True`)
+        contributions (bool): append per-atom physico-chemical contributions (Crippen
+            logP and molar refractivity, polar and approximate surface area, Gasteiger
+            charge, E-state; :mod:`graphattn.featurize.contributions`) to ``x``.
+            (default: :obj:`False`)
         descriptors (bool): also compute RDKit's whole-molecule descriptors
             (:mod:`graphattn.featurize.descriptors`) as ``mol_x [1, D]``.
             (default: :obj:`False`)
@@ -227,6 +234,7 @@ class MoleculeFeaturizer:
     bond_in_ring: bool = True
     add_hs: bool = False
     descriptors: bool = False
+    contributions: bool = False
     degrees: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
     formal_charges: tuple[int, ...] = (-2, -1, 0, 1, 2)
     num_hs_values: tuple[int, ...] = (0, 1, 2, 3, 4)
@@ -282,7 +290,8 @@ class MoleculeFeaturizer:
         ):
             if flag:
                 names += [f"{prefix}={v}" for v in values] + [f"{prefix}=other"]
-        return names + [name for name in ("aromatic", "in_ring") if getattr(self, name)]
+        names += [name for name in ("aromatic", "in_ring") if getattr(self, name)]
+        return names + (list(CONTRIBUTION_NAMES) if self.contributions else [])
 
     @property
     def bond_feature_names(self) -> list[str]:
@@ -378,6 +387,8 @@ class MoleculeFeaturizer:
         rings = mol.GetRingInfo()
         bonds = _bond_properties(mol, rings.BondRings())
         x = self._encoders[0](_atom_properties(mol, bonds, rings.AtomRings()))
+        if self.contributions:
+            x = np.concatenate([x, atom_contributions(mol)], axis=1)
         edge_index = np.empty((2, 2 * bonds.shape[0]), dtype=np.int64)
         edge_index[0, 0::2] = edge_index[1, 1::2] = bonds[:, 0]
         edge_index[0, 1::2] = edge_index[1, 0::2] = bonds[:, 1]

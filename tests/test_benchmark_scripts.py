@@ -1,0 +1,42 @@
+"""The benchmark scripts run end to end (``--smoke``: tiny data, meaningless figures)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+
+def run_script(name: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / name), *args],
+        cwd=REPO / "benchmarks",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_molecule_targets_records_a_graphattn_variant(data_dir, tmp_path):
+    result = run_script(
+        "molecule_targets.py",
+        *("--smoke", "--data-dir", str(data_dir), "--out", str(tmp_path)),
+        *("--datasets", "freesolv", "--models", "graphattn", "--atom-contributions"),
+        *("--model-overrides", '{"layers": 1}', "--train-overrides", '{"batch_size": 16}'),
+    )
+    assert result.returncode == 0, result.stderr
+    payload = json.loads((tmp_path / "molecule_targets.json").read_text())
+    assert payload["complete"]
+    assert payload["settings"]["graphattn_variant"] == {
+        "model_overrides": {"layers": 1},
+        "train_overrides": {"batch_size": 16},
+        "atom_contributions": True,
+    }
+    (run,) = payload["runs"]
+    assert run["config"]["model"]["layers"] == 1 and run["config"]["batch_size"] == 16
+    assert "Not the targets' setting" in (tmp_path / "molecule_targets.md").read_text()
