@@ -312,6 +312,22 @@ def test_auto_mode_picks_dense_for_a_small_complete_graph_and_sparse_for_a_large
     torch.testing.assert_close(layer(x, complete), layer(x, complete, mode="sparse"))
 
 
+def test_graph_sizes_agree_with_the_dense_layout():
+    from graphattn.ops.dense import dense_layout, graph_sizes
+
+    cpu = torch.device("cpu")
+    for num_nodes, batch in [
+        (7, None),
+        (0, None),
+        (9, torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2])),
+        (5, torch.tensor([0, 0, 2, 2, 2])),  # graph 1 has no nodes
+    ]:
+        layout = dense_layout(num_nodes, batch, cpu)
+        assert graph_sizes(num_nodes, batch) == (layout.num_graphs, layout.max_nodes)
+    with pytest.raises(GraphInputError, match="batch must have shape"):
+        graph_sizes(3, torch.zeros(4, dtype=torch.long))
+
+
 def test_choose_kernel_thresholds():
     from graphattn.ops.cost import FUSED_MIN_SIZE_CPU, choose_kernel
 

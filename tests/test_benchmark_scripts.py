@@ -40,3 +40,19 @@ def test_molecule_targets_records_a_graphattn_variant(data_dir, tmp_path):
     (run,) = payload["runs"]
     assert run["config"]["model"]["layers"] == 1 and run["config"]["batch_size"] == 16
     assert "Not the targets' setting" in (tmp_path / "molecule_targets.md").read_text()
+
+
+def test_auto_choice_times_every_mode_of_each_size_in_one_process(data_dir, tmp_path):
+    result = run_script(
+        "auto_choice.py", "--smoke", "--data-dir", str(data_dir), "--out", str(tmp_path)
+    )
+    assert result.returncode == 0, result.stderr
+    payload = json.loads((tmp_path / "auto_choice.json").read_text())
+    groups = [c["group"] for c in payload["comparisons"]]
+    assert "molecules" in groups and any(g.startswith("density/") for g in groups)
+    for c in payload["comparisons"]:
+        assert {"fused", "reference", "auto"} <= set(c["median_ms"])
+        assert all(ms > 0 for ms in c["median_ms"].values())
+        assert c["auto_choice"] in ("sparse", "dense") and c["best_mode"] in ("sparse", "dense")
+        assert c["within_10_percent"] == (c["auto_over_best"] <= 1.10)
+    assert "auto / faster" in (tmp_path / "auto_choice.md").read_text()

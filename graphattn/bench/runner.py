@@ -33,7 +33,7 @@ from graphattn.bench.plots import write_plots
 from graphattn.bench.report import markdown_report
 from graphattn.bench.worker import MoleculeData, run_case, run_isolated, skipped_result
 
-__all__ = ["default_dense_budget", "resolve_device", "run_benchmarks"]
+__all__ = ["default_dense_budget", "load_molecule_data", "resolve_device", "run_benchmarks"]
 
 SCHEMA_VERSION = 1
 CPU_DENSE_BUDGET_CAP = 4 * 1024**3
@@ -79,7 +79,7 @@ def default_dense_budget(device: str) -> int:
     return int(min(CPU_DENSE_BUDGET_CAP, psutil.virtual_memory().available // 4))
 
 
-def _load_molecules(
+def load_molecule_data(
     grid: Grid, data_dir: str | Path | None, download: bool
 ) -> tuple[MoleculeData | None, str | None]:
     """ESOL batches for the molecule suites, or ``(None, why not)``."""
@@ -234,7 +234,7 @@ def run_benchmarks(
     isolate = (not device.startswith("cuda")) if isolate is None else isolate
     timeout = case_timeout or (120.0 if quick else 1800.0)
     molecules, molecule_reason = (
-        (None, None) if unavailable else _load_molecules(grid, data_dir, download=not quick)
+        (None, None) if unavailable else load_molecule_data(grid, data_dir, download=not quick)
     )
     result = {
         "schema": SCHEMA_VERSION,

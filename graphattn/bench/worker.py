@@ -41,7 +41,14 @@ from graphattn.bench.inputs import (
 from graphattn.bench.measure import memory_probe, time_pass
 from graphattn.nn.attention import DenseMemoryError
 
-__all__ = ["MoleculeData", "failed_result", "run_case", "run_isolated", "skipped_result"]
+__all__ = [
+    "MoleculeData",
+    "failed_result",
+    "paired_layer_times",
+    "run_case",
+    "run_isolated",
+    "skipped_result",
+]
 
 Prepare = Callable[[int, bool], Callable[[], None]]
 
@@ -234,6 +241,58 @@ def _training_case(spec: CaseSpec, molecules: MoleculeData | None) -> dict:
     timed = max(spec.repeats, len(batches))
     measured = _time_and_memory(spec, _training_pass(model, batches), timed, True)
     return {**info, **measured}
+
+
+def paired_layer_times(
+    specs: list[CaseSpec], molecules: MoleculeData | None = None, rounds: int = 12
+) -> dict[str, dict]:
+    """Time the implementations of one case group *interleaved*, in this process.
+
+    Every implementation runs on the same inputs; each round times one pass of each, in
+    an order rotated from round to round, so that drifts of the machine (frequency,
+    other load) hit all of them alike. Separate processes, as in :func:`run_case`, can
+    differ by more than the 10% that ``mode="auto"`` is judged by.
+
+    Args:
+        specs: cases of one group (same suite and size), differing only in ``impl``.
+        molecules: ESOL batches for the molecule suite.
+        rounds: timed rounds, after ``specs[0].warmup`` untimed ones.
+
+    Returns:
+        ``{impl: {"median_seconds", "times", "auto_choice"?}}``; an implementation over
+        the dense memory budget gets ``{"skipped": True, "reason": ...}``.
+    """
+    from graphattn.bench.models import build_attention
+
+    first = specs[0]
+    if first.threads:
+        torch.set_num_threads(first.threads)
+    device = torch.device(first.device)
+    graphs = [g.to(device) for g in _graph_inputs(first, molecules)]
+    cold = first.suite not in GRAPH_SUITES
+    passes, results = {}, {}
+    for spec in specs:
+        model = build_attention(spec).to(device)
+        prepare = _layer_pass(spec, model, graphs)
+        try:
+            for i in range(spec.warmup):
+                prepare(i, cold)()
+        except DenseMemoryError as err:
+            results[spec.impl] = {"skipped": True, "reason": f"over the dense memory budget: {err}"}
+            continue
+        passes[spec.impl] = prepare
+        results[spec.impl] = {"times": []}
+        if spec.impl == "auto":
+            results["auto"]["auto_choice"] = _graph_info(spec, model, graphs)["auto_choice"]
+    impls = list(passes)
+    for r in range(rounds):
+        shift = r % len(impls)
+        for impl in impls[shift:] + impls[:shift]:
+            step = passes[impl](first.warmup + r, cold)
+            results[impl]["times"].append(time_pass(step, device))
+    for impl in impls:
+        results[impl]["median_seconds"] = statistics.median(results[impl]["times"])
+    return results
 
 
 def _batch_to(b: MoleculeBatch, device: torch.device) -> MoleculeBatch:

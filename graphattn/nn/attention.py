@@ -26,7 +26,13 @@ from torch import Tensor, nn
 from graphattn.errors import GraphInputError
 from graphattn.ops.attention import SCORES, dense_attention, reference_edge_attention
 from graphattn.ops.cost import choose_kernel, choose_mode
-from graphattn.ops.dense import DenseLayout, dense_layout, dense_memory_bytes
+from graphattn.ops.dense import (
+    DenseLayout,
+    GraphSizes,
+    dense_layout,
+    dense_memory_bytes,
+    graph_sizes,
+)
 from graphattn.ops.graph import ATTEND, EdgeSet, prepare_edges, validate_node_features
 from graphattn.ops.segment import NORMALIZERS
 
@@ -199,7 +205,9 @@ class GraphSelfAttention(nn.Module):
         )
 
     # ------------------------------------------------------------------ modes
-    def dense_bytes(self, layout: DenseLayout, dtype: torch.dtype = torch.float32) -> int:
+    def dense_bytes(
+        self, layout: DenseLayout | GraphSizes, dtype: torch.dtype = torch.float32
+    ) -> int:
         """Estimated bytes of dense mode's ``L x L`` tensors for this layout."""
         return dense_memory_bytes(
             layout.num_graphs,
@@ -211,7 +219,9 @@ class GraphSelfAttention(nn.Module):
             additive=self.score == "additive",
         )
 
-    def resolve_mode(self, edges: EdgeSet, layout: DenseLayout, device: torch.device) -> str:
+    def resolve_mode(
+        self, edges: EdgeSet, layout: DenseLayout | GraphSizes, device: torch.device
+    ) -> str:
         """Pick ``"sparse"`` or ``"dense"`` for ``mode="auto"``.
 
         Rule (see :mod:`graphattn.ops.cost`): dense only if its estimated memory fits
@@ -265,12 +275,10 @@ class GraphSelfAttention(nn.Module):
         q, k, v = self._project(x)
         mode = self.mode if mode is None else mode
         _check_choice("mode", mode, MODES)
-        layout = None
-        if mode != "sparse":
-            layout = dense_layout(x.size(0), batch, x.device)
-            if mode == "auto":
-                mode = self.resolve_mode(edges, layout, x.device)
+        if mode == "auto":
+            mode = self.resolve_mode(edges, graph_sizes(x.size(0), batch), x.device)
         if mode == "dense":
+            layout = dense_layout(x.size(0), batch, x.device)
             out, alpha = self._dense(q, k, v, edges, edge_terms, layout, return_attention)
         else:
             out, alpha = self._sparse(q, k, v, edges, edge_terms, return_attention)

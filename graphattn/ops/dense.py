@@ -7,6 +7,7 @@ sits at row ``position[n]`` of graph ``batch[n]``. Edges never cross graphs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -15,7 +16,7 @@ from torch_geometric.utils import to_dense_batch
 from graphattn.errors import GraphInputError
 from graphattn.ops.graph import EdgeSet
 
-__all__ = ["DenseLayout", "dense_layout", "dense_memory_bytes"]
+__all__ = ["DenseLayout", "GraphSizes", "dense_layout", "dense_memory_bytes", "graph_sizes"]
 
 
 @dataclass
@@ -81,6 +82,27 @@ class DenseLayout:
                 "needs every edge inside one graph"
             )
         return graph, self.position[dst], self.position[src]
+
+
+class GraphSizes(NamedTuple):
+    """B and L of a batch: all that the choice between sparse and dense mode needs."""
+
+    num_graphs: int
+    max_nodes: int
+
+
+def graph_sizes(num_nodes: int, batch: Tensor | None) -> GraphSizes:
+    """The number of graphs and the largest graph's size, without a full layout.
+
+    ``mode="auto"`` decides on these alone (one ``bincount``), and builds the
+    :class:`DenseLayout` only if it picks dense mode.
+    """
+    if batch is None or num_nodes == 0:
+        return GraphSizes(int(num_nodes > 0), num_nodes)
+    if batch.dim() != 1 or batch.numel() != num_nodes:
+        raise GraphInputError(f"batch must have shape [N={num_nodes}], got {list(batch.shape)}")
+    counts = torch.bincount(batch)
+    return GraphSizes(counts.numel(), int(counts.max()))
 
 
 def dense_layout(num_nodes: int, batch: Tensor | None, device: torch.device) -> DenseLayout:
