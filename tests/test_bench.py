@@ -131,6 +131,23 @@ def test_derived_numbers(bench_json: dict) -> None:
     assert "auto_over_best_worst" in derived["targets"]
 
 
+def test_paired_phase_times_the_modes_of_each_size_in_one_process(bench_json: dict) -> None:
+    paired = bench_json["paired"]
+    assert bench_json["settings"]["paired_rounds"] == 2
+    assert all(r["timing"] == "paired" for r in paired)
+    ran = [r for r in paired if r["status"] == "ok"]
+    assert all(len(r["times"]) == 2 and r["median_seconds"] > 0 for r in ran)
+    # the same over-budget dense case the isolated run skipped is skipped here too
+    dense = next(r for r in paired if r["group"] == "scaling/N=2000,d=10" and r["impl"] == "dense")
+    assert dense["status"] == "skipped" and "budget" in dense["reason"]
+    groups = {r["group"] for r in ran if r["impl"] == "auto"}
+    derived = bench_json["derived"]
+    assert {r["group"] for r in derived["auto_vs_best_paired"]} == groups
+    if shared_data_dir() is not None:
+        assert "molecules" in groups
+    assert "auto_over_best_paired_worst" in derived["targets"]
+
+
 def test_plots_are_valid_png(quick_run: tuple[Path, dict]) -> None:
     import matplotlib.image
 
@@ -148,6 +165,7 @@ def test_markdown_report(quick_run: tuple[Path, dict]) -> None:
     assert text.startswith("# graphattn attention benchmark")
     assert "| N | E | density | fused | reference | dense | auto | pyg |" in text
     assert "Crossover density" in text
+    assert "paired timing (one process)" in text
     assert "scaling/dense/N=2000,d=10" in text  # listed among the skipped cases
 
 

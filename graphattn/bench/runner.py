@@ -31,11 +31,18 @@ from graphattn.bench.cases import (
 from graphattn.bench.machine import describe_machine
 from graphattn.bench.plots import write_plots
 from graphattn.bench.report import markdown_report
-from graphattn.bench.worker import MoleculeData, run_case, run_isolated, skipped_result
+from graphattn.bench.worker import (
+    MoleculeData,
+    paired_layer_times,
+    run_case,
+    run_isolated,
+    skipped_result,
+)
 
 __all__ = ["default_dense_budget", "load_molecule_data", "resolve_device", "run_benchmarks"]
 
 SCHEMA_VERSION = 1
+PAIRED_IMPLS = ("fused", "reference", "dense", "auto")
 CPU_DENSE_BUDGET_CAP = 4 * 1024**3
 NOTES = {
     "loss": "sum of the layer's outputs; x requires grad; parameter grads reset before a pass",
@@ -165,13 +172,41 @@ def _progress(specs: list[CaseSpec], enabled: bool) -> Iterable[CaseSpec]:
         yield spec
 
 
+def run_paired(
+    specs: list[CaseSpec], molecules: MoleculeData | None, rounds: int, progress: bool
+) -> list[dict]:
+    """Records of the paired phase: per size, the modes timed interleaved in this process.
+
+    The records have the case format of ``bench.json`` (``group``, ``impl``, ``status``,
+    ``median_seconds``...) without memory, so :func:`~graphattn.bench.analysis.auto_vs_best`
+    reads them as it reads the isolated cases.
+    """
+    from tqdm.auto import tqdm
+
+    layer = [s for s in specs if s.impl in PAIRED_IMPLS and s.suite != "training"]
+    if molecules is None:
+        layer = [s for s in layer if s.suite not in MOLECULE_SUITES]
+    groups: dict[str, list[CaseSpec]] = {}
+    for spec in layer:
+        groups.setdefault(spec.group, []).append(spec)
+    records = []
+    for group, members in tqdm(groups.items(), desc="paired", unit="size", disable=not progress):
+        data = molecules if members[0].suite in MOLECULE_SUITES else None
+        for impl, timing in paired_layer_times(members, data, rounds).items():
+            status = "skipped" if timing.get("skipped") else "ok"
+            base = {"group": group, "suite": members[0].suite, "impl": impl, "status": status}
+            records.append({**base, **timing, "timing": "paired"})
+        gc.collect()
+    return records
+
+
 def _finish(result: dict, out_dir: Path, started: float) -> dict:
     """Add derived numbers, then write the JSON, the markdown and the plots."""
     settings = result["settings"]
     add_bandwidth(result["cases"], settings["heads"] * settings["head_dim"])
     device_type = "cuda" if settings["device"].startswith("cuda") else "cpu"
     configured = settings["configured_crossover_density"].get(device_type)
-    result["derived"] = derive(result["cases"], configured)
+    result["derived"] = derive(result["cases"], configured, result.get("paired"))
     result["complete"] = True
     result["elapsed_seconds"] = time.perf_counter() - started
     _write_json(result, out_dir)
@@ -194,6 +229,7 @@ def run_benchmarks(
     isolate: bool | None = None,
     case_timeout: float | None = None,
     suites: Iterable[str] | None = None,
+    paired_rounds: int | None = None,
 ) -> dict:
     """Run the benchmark grid and write its results into ``out_dir``.
 
@@ -213,12 +249,16 @@ def run_benchmarks(
         case_timeout: seconds before an isolated case is killed (default 120 quick,
             1800 full).
         suites: a subset of ``scaling``, ``density``, ``molecules``, ``training``.
+        paired_rounds: rounds of the paired phase, which times the fused, reference,
+            dense and auto layers of each size interleaved in this process, for the
+            ``mode="auto"`` comparison (separate processes are too noisy for its 10%
+            criterion); default 12, 2 in quick mode; 0 skips it.
 
     Returns:
         The dict written to ``bench.json``: ``machine``, ``settings``, ``cases``
         (each with ``median_seconds``, ``times``, ``peak_extra_bytes``... or
-        ``skipped`` and ``reason``) and ``derived`` (ratios, auto vs best, crossover,
-        target checks).
+        ``skipped`` and ``reason``), ``paired`` (the paired phase's records) and
+        ``derived`` (ratios, auto vs best, crossover, target checks).
     """
     started = time.perf_counter()
     out = Path(out_dir)
@@ -249,4 +289,8 @@ def run_benchmarks(
         reason = unavailable or (molecule_reason if spec.suite in MOLECULE_SUITES else None)
         result["cases"].append(_run_one(spec, molecules, reason, isolate, timeout))
         _write_json(result, out)
+    rounds = (2 if quick else 12) if paired_rounds is None else paired_rounds
+    result["settings"]["paired_rounds"] = rounds
+    if rounds > 0 and unavailable is None:
+        result["paired"] = run_paired(specs, molecules, rounds, progress)
     return _finish(result, out, started)

@@ -259,8 +259,9 @@ def paired_layer_times(
         rounds: timed rounds, after ``specs[0].warmup`` untimed ones.
 
     Returns:
-        ``{impl: {"median_seconds", "times", "auto_choice"?}}``; an implementation over
-        the dense memory budget gets ``{"skipped": True, "reason": ...}``.
+        ``{impl: {"median_seconds", "times"}}``, the auto entry also with its graph
+        info (``auto_choice``, ``density``, ...); an implementation over the dense memory
+        budget gets ``{"skipped": True, "reason": ...}``.
     """
     from graphattn.bench.models import build_attention
 
@@ -283,7 +284,7 @@ def paired_layer_times(
         passes[spec.impl] = prepare
         results[spec.impl] = {"times": []}
         if spec.impl == "auto":
-            results["auto"]["auto_choice"] = _graph_info(spec, model, graphs)["auto_choice"]
+            results["auto"].update(_graph_info(spec, model, graphs))
     impls = list(passes)
     for r in range(rounds):
         shift = r % len(impls)

@@ -126,6 +126,11 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeats", type=int, help="timed repeats per case (median reported)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto")
     p.add_argument("--data-dir", type=Path, help="folder with esol/ (default: $GRAPHATTN_DATA)")
+    p.add_argument(
+        "--paired-rounds",
+        type=int,
+        help="rounds of the paired auto-vs-modes timing (default 12, quick 2; 0: skip)",
+    )
     p.add_argument("--no-progress", action="store_true")
 
 
@@ -295,6 +300,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         device=args.device,
         progress=not args.no_progress,
         data_dir=args.data_dir,
+        paired_rounds=args.paired_rounds,
     )
     print(f"wrote {len(result['cases'])} cases to {args.out}")
     return 0
