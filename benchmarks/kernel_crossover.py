@@ -91,7 +91,9 @@ def measure(edge_index, num_nodes: int, batch, edge_features: bool, repeats: int
         "fused_ms": times["fused"],
         "reference_ms": times["reference"],
         "fused_over_reference": times["fused"] / times["reference"],
-        "auto_chooses": choose_kernel(pairs, HEADS, CHANNELS // HEADS, edge_features, "cpu"),
+        "auto_chooses": choose_kernel(
+            pairs, HEADS, CHANNELS // HEADS, edge_features, "cpu", num_nodes
+        ),
     }
 
 

@@ -324,7 +324,8 @@ class GraphSelfAttention(nn.Module):
         if not (plain and no_dropout):
             return False
         size = (edges.num_edges, self.heads, self.head_dim)
-        return choose_kernel(*size, edge_terms is not None, q.device) == "fused"
+        kernel = choose_kernel(*size, edge_terms is not None, q.device, edges.num_nodes)
+        return kernel == "fused"
 
     def _sparse(
         self,

@@ -12,7 +12,9 @@ sweep at N=2,000); dense is never chosen when its estimated memory exceeds the b
 ``kernel`` (sparse mode, CPU): the fused kernel loops over heads with a few sparse
 products each, a fixed cost per call that pays off only on large edge sets; on small
 ones (a batch of molecules) the reference kernel's ``[E, H, D]`` temporaries are small
-and it is faster. With edge features the fused CPU kernel gathers per head as well, so
+and it is faster. Part of the fused kernel's cost grows with the nodes rather than the
+edges, so between the two size thresholds it is chosen only for graphs of high average
+in-degree. With edge features the fused CPU kernel gathers per head as well, so
 its break-even size is larger. CUDA always gets the fused (Triton) kernel.
 """
 
@@ -20,7 +22,13 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["CROSSOVER_DENSITY", "FUSED_MIN_SIZE_CPU", "choose_kernel", "choose_mode"]
+__all__ = [
+    "CROSSOVER_DENSITY",
+    "FUSED_MIN_DEGREE_CPU",
+    "FUSED_MIN_SIZE_CPU",
+    "choose_kernel",
+    "choose_mode",
+]
 
 # Fraction of allowed pairs among padded pairs above which dense is faster.
 # CPU: measured with `graphattn bench` on 2 cores (density sweep at N=2,000, 4 heads x 16:
@@ -33,25 +41,47 @@ CROSSOVER_DENSITY = {"cpu": 0.25, "cuda": 0.1}
 # 4 heads x 16, 1 thread; fused / reference time, two runs):
 # - no edge features: 1.6-1.7 at 0.08M (ESOL batches of 32), 1.0-1.2 at 0.34M, 0.8-1.3 at
 #   0.70M, 1.07 at 1.3M, 0.4-0.6 at 1.4M, 0.5-0.6 at 3.5M, 0.26 at 14M;
+#   with 2 threads (paired timing, benchmarks/auto_choice.py, five runs) 0.64-1.04 (median
+#   0.82) at 0.70M with 11 pairs per node, but 0.99-1.38 (median 1.2) at 0.77M with 6, and
+#   1.17-1.42 at 0.33M (ESOL batches of 128, 3 pairs per node): hence "dense_plain";
 # - with edge features the fused CPU kernel is never clearly faster (1.0-2.4 up to 3.5M,
 #   0.9-1.0 at 14M): from 2^23 (32 MiB per [E, H, D] tensor) it is chosen for memory,
 #   since the reference kernel keeps about three more [E, H, D] tensors for backward.
-FUSED_MIN_SIZE_CPU = {"plain": 2**20, "edge_terms": 2**23}
+FUSED_MIN_SIZE_CPU = {"plain": 2**20, "edge_terms": 2**23, "dense_plain": 2**19}
+# Pairs per node from which "dense_plain" applies (no edge features).
+FUSED_MIN_DEGREE_CPU = 8
 
 
-def choose_kernel(num_edges: int, heads: int, head_dim: int, edge_terms: bool, device) -> str:
+def choose_kernel(
+    num_edges: int,
+    heads: int,
+    head_dim: int,
+    edge_terms: bool,
+    device,
+    num_nodes: int | None = None,
+) -> str:
     """Return ``"fused"`` or ``"reference"`` for one call of a sparse layer.
+
+    On CPU: fused from E'·H·D ≥ ``FUSED_MIN_SIZE_CPU["edge_terms"]`` with edge features;
+    without, from ``FUSED_MIN_SIZE_CPU["plain"]``, or already from ``["dense_plain"]``
+    when there are at least ``FUSED_MIN_DEGREE_CPU`` pairs per node.
 
     Args:
         num_edges: allowed (source, target) pairs E'.
         heads, head_dim: H and D.
         edge_terms: whether edge features are added to keys and values.
         device: where the computation runs (CUDA: always fused).
+        num_nodes: N (unknown: the in-degree rule does not apply).
     """
     if torch.device(device).type != "cpu":
         return "fused"
-    threshold = FUSED_MIN_SIZE_CPU["edge_terms" if edge_terms else "plain"]
-    return "fused" if num_edges * heads * head_dim >= threshold else "reference"
+    size = num_edges * heads * head_dim
+    if edge_terms:
+        return "fused" if size >= FUSED_MIN_SIZE_CPU["edge_terms"] else "reference"
+    if size >= FUSED_MIN_SIZE_CPU["plain"]:
+        return "fused"
+    dense = num_nodes is not None and num_edges >= FUSED_MIN_DEGREE_CPU * num_nodes
+    return "fused" if dense and size >= FUSED_MIN_SIZE_CPU["dense_plain"] else "reference"
 
 
 def choose_mode(
