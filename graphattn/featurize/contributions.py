@@ -2,19 +2,16 @@
 
 Several classical molecular descriptors are sums of atom contributions; giving the
 network the contributions themselves lets attention and a sum readout combine them
-per substructure instead of only seeing the whole-molecule totals. Columns, each
+per substructure instead of only seeing the whole-molecule totals. The columns, each
 divided by a fixed scale so that typical values are of order one:
 
-=====================  ======================================================  =====
-name                   what (RDKit function)                                   scale
-=====================  ======================================================  =====
-``crippen_logp``       Wildman-Crippen logP contribution (``_CalcCrippenContribs``)  1
-``crippen_mr``         Wildman-Crippen molar refractivity contribution               5
-``tpsa``               topological polar surface area contribution, Å² (Ertl)       20
-``labute_asa``         Labute approximate surface area contribution, Å²             10
-``gasteiger_charge``   Gasteiger-Marsili partial charge                           0.5
-``estate``             electrotopological state index (Kier-Hall)                    5
-=====================  ======================================================  =====
+- ``crippen_logp``: Wildman-Crippen logP contribution (scale 1);
+- ``crippen_mr``: Wildman-Crippen molar refractivity contribution (scale 5);
+- ``tpsa``: topological polar surface area contribution, Å² (Ertl; scale 20);
+- ``labute_asa``: Labute approximate surface area contribution, Å² (scale 10);
+- ``gasteiger_charge``: Gasteiger-Marsili partial charge of the atom and its implicit
+  hydrogens (scale 0.5);
+- ``estate``: electrotopological state index (Kier-Hall; scale 5).
 
 Values RDKit cannot compute (Gasteiger charges of metals such as tin, for example)
 become 0. They are off by default: on ESOL and FreeSolv, where the model already gets
