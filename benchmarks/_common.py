@@ -11,8 +11,9 @@ import argparse
 import logging
 import math
 import os
+import statistics
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from graphattn.train.loop import write_json
 __all__ = [
     "Timer",
     "add_common_args",
+    "median_ms",
     "fmt",
     "fmt_mean_std",
     "machine_info",
@@ -99,6 +101,21 @@ class Timer:
 
     def __exit__(self, *exc) -> None:
         self.seconds = time.perf_counter() - self.start
+
+
+def median_ms(prepare: Callable[[int], Callable[[], None]], repeats: int, warmup: int) -> float:
+    """Median milliseconds of ``repeats`` timed CPU calls after ``warmup`` untimed ones.
+
+    ``prepare(i)`` builds call ``i`` (fresh inputs, say) outside the timed region and
+    returns it; see :func:`graphattn.bench.measure.time_pass`.
+    """
+    from graphattn.bench.measure import time_pass
+
+    cpu = torch.device("cpu")
+    for i in range(warmup):
+        prepare(i)()
+    times = [time_pass(prepare(warmup + i), cpu) for i in range(repeats)]
+    return statistics.median(times) * 1e3
 
 
 def summarize(values: Iterable[float | None]) -> dict:

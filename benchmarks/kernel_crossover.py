@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 
 import torch
 from _common import (
@@ -27,6 +25,7 @@ from _common import (
     machine_info,
     machine_line,
     markdown_table,
+    median_ms,
     setup,
     write_outputs,
 )
@@ -51,17 +50,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def median_ms(step, repeats: int) -> float:
-    for _ in range(3):
-        step()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
-
-
 def measure(edge_index, num_nodes: int, batch, edge_features: bool, repeats: int) -> dict:
     """Median ms of both kernels on one graph."""
     x = torch.randn(num_nodes, CHANNELS, requires_grad=True)
@@ -80,7 +68,7 @@ def measure(edge_index, num_nodes: int, batch, edge_features: bool, repeats: int
         def step(layer=layer) -> None:
             layer(x, edge_index.clone(), edge_attr, batch).sum().backward()
 
-        times[kernel] = median_ms(step, repeats)
+        times[kernel] = median_ms(lambda i, step=step: step, repeats, warmup=3)
     pairs = layer.allowed_edges(edge_index, num_nodes, batch).num_edges
     size = pairs * CHANNELS
     return {

@@ -50,8 +50,7 @@ from torch_geometric.loader import DataLoader
 from torch_geometric.nn.models import AttentiveFP
 from torch_geometric.utils import from_smiles
 
-from graphattn.datasets.molecules import MOLECULE_DATASETS, load_molecule_dataset
-from graphattn.featurize.molecule import MoleculeFeaturizer
+from graphattn.datasets.molecules import dataset_featurizer, load_molecule_dataset
 from graphattn.splits.molecules import random_split
 from graphattn.train.loop import seed_everything
 from graphattn.train.metrics import regression_metrics
@@ -242,10 +241,7 @@ def load_dataset(name: str, args: argparse.Namespace):
     """The named data set as graphattn loads it (first 150 rows with ``--smoke``)."""
     limit = SMOKE_MOLECULES if args.smoke else None
     with Timer() as timer:
-        featurizer = None  # the data set's default
-        if args.atom_contributions:
-            descriptors = MOLECULE_DATASETS[name].descriptors
-            featurizer = MoleculeFeaturizer(descriptors=descriptors, contributions=True)
+        featurizer = dataset_featurizer(name, contributions=args.atom_contributions)
         dataset = load_molecule_dataset(
             name, data_dir=args.data_dir, featurizer=featurizer, limit=limit
         )

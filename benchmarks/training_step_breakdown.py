@@ -29,10 +29,9 @@ import dataclasses
 import json
 import statistics
 import sys
-import time
 
 import torch
-from _common import add_common_args, machine_info, setup, write_outputs
+from _common import add_common_args, machine_info, median_ms, setup, write_outputs
 from torch import Tensor, nn
 
 from graphattn.bench.inputs import esol_batches, load_esol
@@ -93,16 +92,19 @@ MODELS = (
 def median_step_ms(model: nn.Module, batches: list, repeats: int) -> float:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     model.train()
-    times = []
-    for i in range(repeats + 5):
+
+    def prepare(i: int):
         b = batches[i % len(batches)]
         data = dataclasses.replace(b, edge_index=b.edge_index.clone())
-        start = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        nn.functional.mse_loss(model(data), data.y).backward()
-        optimizer.step()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times[5:]) * 1e3
+
+        def step() -> None:
+            optimizer.zero_grad(set_to_none=True)
+            nn.functional.mse_loss(model(data), data.y).backward()
+            optimizer.step()
+
+        return step
+
+    return median_ms(prepare, repeats, warmup=5)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -215,3 +215,15 @@ def test_real_target_ranges(data_dir: Path) -> None:
     assert -13 < esol.min() < -10 and 1 < esol.max() < 3  # log10(mol/L)
     freesolv = load_molecule_dataset("freesolv", data_dir=data_dir, featurizer=PLAIN).targets
     assert -30 < freesolv.min() < -20 and 0 < freesolv.max() < 5  # kcal/mol
+
+
+def test_dataset_featurizer_is_the_loaders_default_with_overrides():
+    from graphattn.datasets.molecules import dataset_featurizer
+
+    assert dataset_featurizer("esol").descriptors is True
+    assert dataset_featurizer("nci-tpsa").descriptors is False  # its target is a descriptor
+    assert dataset_featurizer("esol", descriptors=False).descriptors is False
+    assert dataset_featurizer("nci-tpsa", contributions=True).contributions is True
+    assert dataset_featurizer("freesolv").contributions is False
+    with pytest.raises(KeyError, match="unknown molecule data set"):
+        dataset_featurizer("tox21")

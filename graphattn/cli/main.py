@@ -156,7 +156,11 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _train_molecules(args: argparse.Namespace) -> int:
-    from graphattn.datasets.molecules import MOLECULE_DATASETS, MoleculeCSV, load_molecule_dataset
+    from graphattn.datasets.molecules import (
+        MoleculeCSV,
+        dataset_featurizer,
+        load_molecule_dataset,
+    )
     from graphattn.featurize.molecule import MoleculeFeaturizer
     from graphattn.train.molecules import (
         DATASET_DEFAULTS,
@@ -181,12 +185,9 @@ def _train_molecules(args: argparse.Namespace) -> int:
         name = args.dataset or DEFAULT_DATASET
         if name not in MOLECULE_SETS:
             raise SystemExit(f"unknown data set {name!r}; choose from {MOLECULE_SETS + NODE_SETS}")
-        featurizer = None  # the data set's default (see MOLECULE_DATASETS)
-        if args.no_descriptors or args.atom_contributions:
-            featurizer = MoleculeFeaturizer(
-                descriptors=MOLECULE_DATASETS[name].descriptors and not args.no_descriptors,
-                contributions=args.atom_contributions,
-            )
+        featurizer = dataset_featurizer(
+            name, descriptors=not args.no_descriptors, contributions=args.atom_contributions
+        )
         dataset = load_molecule_dataset(name, data_dir=args.data_dir, featurizer=featurizer)
     settings = dict(DATASET_DEFAULTS.get(name, {}))
     settings.update(_overrides(args, ("epochs", "batch_size", "lr", "patience")))

@@ -6,6 +6,7 @@ from graphattn.datasets.molecules import (
     MoleculeCSV,
     MoleculeDataset,
     MoleculeSDF,
+    dataset_featurizer,
     load_molecule_dataset,
 )
 from graphattn.datasets.social import (
@@ -23,6 +24,7 @@ __all__ = [
     "MoleculeCSV",
     "MoleculeDataset",
     "MoleculeSDF",
+    "dataset_featurizer",
     "load_molecule_dataset",
     "load_node_dataset",
     "load_node_graph",

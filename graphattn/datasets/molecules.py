@@ -48,6 +48,7 @@ __all__ = [
     "MoleculeRecord",
     "MoleculeSDF",
     "SkippedRow",
+    "dataset_featurizer",
     "load_molecule_dataset",
     "nci_tpsa_path",
 ]
@@ -478,6 +479,29 @@ def nci_tpsa_path() -> Path:
     return path
 
 
+def dataset_featurizer(
+    name: str, descriptors: bool = True, contributions: bool = False
+) -> MoleculeFeaturizer:
+    """The default featurizer of a named data set, optionally with fewer or more features.
+
+    Args:
+        name (str): a key of :data:`MOLECULE_DATASETS`.
+        descriptors (bool): keep RDKit's whole-molecule descriptors where the data set
+            uses them (``False``: graph features only).
+        contributions (bool): add the per-atom contributions
+            (:mod:`graphattn.featurize.contributions`).
+
+    Raises:
+        KeyError: unknown name.
+    """
+    if name not in MOLECULE_DATASETS:
+        raise KeyError(f"unknown molecule data set {name!r}; known: {sorted(MOLECULE_DATASETS)}")
+    return MoleculeFeaturizer(
+        descriptors=MOLECULE_DATASETS[name].descriptors and descriptors,
+        contributions=contributions,
+    )
+
+
 def load_molecule_dataset(
     name: str,
     data_dir: str | Path | None = None,
@@ -491,19 +515,18 @@ def load_molecule_dataset(
         data_dir (str or Path, optional): folder with the files of ``esol`` and
             ``freesolv`` (see :func:`~graphattn.datasets.files.resolve_file`); unused
             for ``nci-tpsa``, which ships with RDKit.
-        featurizer (MoleculeFeaturizer, optional): when ``None``, the default settings
-            with the data set's ``descriptors`` choice (see :class:`MoleculeDatasetInfo`).
+        featurizer (MoleculeFeaturizer, optional): when ``None``,
+            :func:`dataset_featurizer` (the data set's ``descriptors`` choice, see
+            :class:`MoleculeDatasetInfo`).
         limit (int, optional): read at most this many data rows.
 
     Raises:
         KeyError: unknown name.
         graphattn.datasets.files.DatasetUnavailableError: the file is not available.
     """
-    if name not in MOLECULE_DATASETS:
-        raise KeyError(f"unknown molecule data set {name!r}; known: {sorted(MOLECULE_DATASETS)}")
-    info = MOLECULE_DATASETS[name]
     if featurizer is None:
-        featurizer = MoleculeFeaturizer(descriptors=info.descriptors)
+        featurizer = dataset_featurizer(name)
+    info = MOLECULE_DATASETS[name]
     if name == "nci-tpsa":
         path = nci_tpsa_path()
         options = {"fieldnames": ("smiles", "tpsa"), "comment": "#"}

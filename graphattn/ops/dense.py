@@ -91,6 +91,11 @@ class GraphSizes(NamedTuple):
     max_nodes: int
 
 
+def _check_batch_shape(num_nodes: int, batch: Tensor) -> None:
+    if batch.dim() != 1 or batch.numel() != num_nodes:
+        raise GraphInputError(f"batch must have shape [N={num_nodes}], got {list(batch.shape)}")
+
+
 def graph_sizes(num_nodes: int, batch: Tensor | None) -> GraphSizes:
     """The number of graphs and the largest graph's size, without a full layout.
 
@@ -99,8 +104,7 @@ def graph_sizes(num_nodes: int, batch: Tensor | None) -> GraphSizes:
     """
     if batch is None or num_nodes == 0:
         return GraphSizes(int(num_nodes > 0), num_nodes)
-    if batch.dim() != 1 or batch.numel() != num_nodes:
-        raise GraphInputError(f"batch must have shape [N={num_nodes}], got {list(batch.shape)}")
+    _check_batch_shape(num_nodes, batch)
     counts = torch.bincount(batch)
     return GraphSizes(counts.numel(), int(counts.max()))
 
@@ -109,8 +113,7 @@ def dense_layout(num_nodes: int, batch: Tensor | None, device: torch.device) -> 
     """Build the :class:`DenseLayout` of a batch (``batch=None``: one graph)."""
     if batch is None:
         batch = torch.zeros(num_nodes, dtype=torch.long, device=device)
-    if batch.dim() != 1 or batch.numel() != num_nodes:
-        raise GraphInputError(f"batch must have shape [N={num_nodes}], got {list(batch.shape)}")
+    _check_batch_shape(num_nodes, batch)
     if num_nodes and bool((batch.diff() < 0).any()):
         raise GraphInputError("batch must be sorted (nodes of each graph contiguous), as in PyG")
     num_graphs = int(batch.max()) + 1 if num_nodes else 0
