@@ -58,3 +58,16 @@ def test_auto_choice_times_every_mode_of_each_size_in_one_process(data_dir, tmp_
     for group in groups:
         assert {(group, impl) for impl in ("fused", "reference", "auto")} <= timed
     assert "auto / faster" in (tmp_path / "auto_choice.md").read_text()
+
+
+def test_kernel_crossover_times_both_kernels_and_records_the_auto_choice(data_dir, tmp_path):
+    result = run_script(
+        "kernel_crossover.py", "--smoke", "--data-dir", str(data_dir), "--out", str(tmp_path)
+    )
+    assert result.returncode == 0, result.stderr
+    rows = json.loads((tmp_path / "kernel_crossover.json").read_text())["rows"]
+    assert rows and {r["edge_features"] for r in rows} == {False, True}
+    for r in rows:
+        assert r["fused_ms"] > 0 and r["reference_ms"] > 0
+        assert r["fused_over_reference"] == r["fused_ms"] / r["reference_ms"]
+        assert r["auto_chooses"] in ("fused", "reference")
