@@ -312,6 +312,27 @@ def test_auto_mode_picks_dense_for_a_small_complete_graph_and_sparse_for_a_large
     torch.testing.assert_close(layer(x, complete), layer(x, complete, mode="sparse"))
 
 
+def test_choose_mode_rule_per_device():
+    """Dense needs the density crossover everywhere and, on a GPU, enough sparse work:
+    small complete graphs stay sparse on CUDA (fixed costs decide there)."""
+    from graphattn.ops.cost import CROSSOVER_DENSITY, DENSE_MIN_WORK, choose_mode
+
+    def mode(edges, graphs, nodes, device, channels=64, dense_bytes=0):
+        return choose_mode(edges, graphs, nodes, dense_bytes, 2**40, device, channels)
+
+    complete_small = 12 * 12
+    assert mode(complete_small, 1, 12, "cpu") == "dense"
+    assert mode(complete_small, 1, 12, "cuda") == "sparse"
+    n = 8_000  # E·C of a complete graph: 4.1e9, over the CUDA minimum
+    assert n * n * 64 >= DENSE_MIN_WORK["cuda"]
+    assert mode(n * n, 1, n, "cuda") == "dense"
+    below = int(CROSSOVER_DENSITY["cuda"] * n * n) - 1
+    assert mode(below, 1, n, "cuda") == "sparse"
+    assert mode(below + 2, 1, n, "cuda") == "dense"
+    assert mode(n * n, 1, n, "cuda", dense_bytes=2**41) == "sparse"  # over the budget
+    assert mode(0, 0, 0, "cpu") == "sparse"
+
+
 def test_graph_sizes_agree_with_the_dense_layout():
     from graphattn.ops.dense import dense_layout, graph_sizes
 
@@ -375,3 +396,29 @@ def test_finite_check_names_the_entry_and_accepts_huge_finite_values():
         layer(x, edge_index)
     huge = torch.full((2, 8), 3e38)  # finite, but their sum overflows
     layer(huge, edge_index)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("score", SCORES)
+def test_cuda_layer_matches_cpu_and_dense(score):
+    """On CUDA the sparse layer (fused kernel by default) gives the CPU layer's result,
+    and sparse and dense modes agree there too, gradients included."""
+    edge_index, batch = random_batch([7, 1, 12, 5], seed=3)
+    x = torch.randn(batch.numel(), 8)
+    edge_attr = torch.randn(edge_index.size(1), 3)
+    layer = make_layer(score, edge_dim=3)
+    expected = layer(x, edge_index, edge_attr, batch, mode="sparse")
+
+    gpu = make_layer(score, edge_dim=3).cuda()
+    gpu.load_state_dict(layer.state_dict())
+    inputs = [t.cuda() for t in (x, edge_index, edge_attr, batch)]
+    x_gpu = inputs[0].requires_grad_()
+    sparse = gpu(x_gpu, *inputs[1:], mode="sparse")
+    torch.testing.assert_close(sparse.cpu(), expected, atol=1e-4, rtol=1e-4)
+    grads_sparse = torch.autograd.grad(sparse.square().sum(), [x_gpu, *gpu.parameters()])
+    dense = gpu(x_gpu, *inputs[1:], mode="dense")
+    grads_dense = torch.autograd.grad(dense.square().sum(), [x_gpu, *gpu.parameters()])
+    torch.testing.assert_close(sparse, dense, atol=1e-5, rtol=1e-5)
+    for a, b in zip(grads_sparse, grads_dense, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)

@@ -215,12 +215,13 @@ def test_random_graph_rejects_impossible_degree() -> None:
         random_graph(10, 10)
 
 
-def _density_case(density: float, impl: str, seconds: float) -> dict:
+def _density_case(density: float, impl: str, seconds: float, num_nodes: int = 2000) -> dict:
     return {
-        "group": f"density/{density}",
+        "group": f"density/N={num_nodes}/{density}",
         "suite": "density",
         "impl": impl,
         "status": "ok",
+        "num_nodes": num_nodes,
         "density": density,
         "median_seconds": seconds,
     }
@@ -243,6 +244,23 @@ def test_crossover_when_dense_never_wins() -> None:
     cases = [_density_case(0.01, "fused", 1.0), _density_case(0.01, "dense", 2.0)]
     result = crossover_density(cases)
     assert result["measured"] is None and "sparse faster" in result["status"]
+
+
+def test_crossover_per_sweep_defaults_to_the_largest_n() -> None:
+    # N=2,000: sparse always faster; N=8,000: dense faster from density 0.5 on.
+    cases = [
+        _density_case(0.5, "fused", 1.0, 2000),
+        _density_case(0.5, "dense", 2.0, 2000),
+        _density_case(0.1, "fused", 1.0, 8000),
+        _density_case(0.1, "dense", 3.0, 8000),
+        _density_case(0.5, "fused", 3.0, 8000),
+        _density_case(0.5, "dense", 1.0, 8000),
+    ]
+    largest = crossover_density(cases)
+    assert largest["num_nodes"] == 8000 and 0.1 < largest["measured"] < 0.5
+    assert [p["num_nodes"] for p in largest["points"]] == [8000, 8000]
+    small = crossover_density(cases, num_nodes=2000)
+    assert small["measured"] is None and "sparse faster" in small["status"]
 
 
 def test_build_cases_orders_implementations_by_size() -> None:

@@ -15,6 +15,7 @@ __all__ = [
     "auto_vs_best",
     "bandwidth_summary",
     "crossover_density",
+    "density_sweep_nodes",
     "derive",
     "pair_ratios",
     "target_checks",
@@ -100,15 +101,25 @@ def auto_vs_best(cases: list[dict]) -> list[dict]:
     return rows
 
 
-def _density_points(cases: list[dict]) -> list[dict]:
-    """Density sweep points with both modes measured, by increasing density."""
+def density_sweep_nodes(cases: list[dict]) -> list[int]:
+    """The N of every density sweep that ran, ascending."""
+    return sorted({c["num_nodes"] for c in _ok(cases) if c.get("suite") == "density"})
+
+
+def _density_points(cases: list[dict], num_nodes: int | None = None) -> list[dict]:
+    """Density sweep points (of the sweep at ``num_nodes``, if given) with both modes
+    measured, by increasing density."""
     points = []
-    for impls in _by_group([c for c in cases if c.get("suite") == "density"]).values():
+    sweep = [
+        c for c in cases if c.get("suite") == "density" and num_nodes in (None, c.get("num_nodes"))
+    ]
+    for impls in _by_group(sweep).values():
         sparse, dense = _sparse_case(impls), impls.get("dense")
         if sparse is None or dense is None:
             continue
         points.append(
             {
+                "num_nodes": sparse["num_nodes"],
                 "density": sparse["density"],
                 "in_degree": sparse.get("in_degree"),
                 "sparse_seconds": sparse["median_seconds"],
@@ -128,14 +139,25 @@ def _log_interpolate(a: dict, b: dict) -> float:
     return math.exp(da + (db - da) * ra / (ra - rb))
 
 
-def crossover_density(cases: list[dict], configured: float | None = None) -> dict:
-    """The density above which dense stays faster than sparse on the sweep.
+def crossover_density(
+    cases: list[dict], configured: float | None = None, num_nodes: int | None = None
+) -> dict:
+    """The density above which dense stays faster than sparse on the sweep at
+    ``num_nodes`` (default: the largest N swept).
 
     The smallest sweep point from which dense is faster at every higher density, its
     crossing interpolated on a log-log scale with the point before it.
     """
-    points = _density_points(cases)
-    result: dict = {"points": points, "configured": configured, "measured": None}
+    swept = density_sweep_nodes(cases)
+    if num_nodes is None and swept:
+        num_nodes = swept[-1]
+    points = _density_points(cases, num_nodes)
+    result: dict = {
+        "num_nodes": num_nodes,
+        "points": points,
+        "configured": configured,
+        "measured": None,
+    }
     if not points:
         result["status"] = "no density sweep measured"
         return result
@@ -162,21 +184,31 @@ def _check(value: float | None, limit: float) -> dict:
     return {"value": value, "limit": limit, "met": None if value is None else value <= limit}
 
 
+# (time, memory) limits of fused / PyG per device and N: the CPU targets are for 2 cores
+# at N=20k and 100k, the CUDA target for N=1M / E=10M.
+SCALING_TARGETS = {
+    "cpu": {20_000: (0.5, 0.25), 100_000: (0.5, 0.25)},
+    "cuda": {1_000_000: (0.33, 0.2)},
+}
+
+
 def target_checks(
     ratios: list[dict],
     training: dict | None,
     auto: list[dict],
     auto_paired: list[dict] | None = None,
+    device_type: str = "cpu",
 ) -> dict:
-    """The published targets: fused vs PyG at N=20k and 100k, training step, auto
-    (from the isolated cases and, when there is a paired phase, from its timings)."""
+    """The published targets: fused vs PyG at the sizes of :data:`SCALING_TARGETS`,
+    training step, auto (from the isolated cases and, when there is a paired phase,
+    from its timings)."""
     checks = {}
-    for n in (20_000, 100_000, 1_000_000):
+    for n, (time_limit, memory_limit) in SCALING_TARGETS[device_type].items():
         row = next((r for r in ratios if r["suite"] == "scaling" and r["num_nodes"] == n), None)
         if row is None:
             continue
-        checks[f"fused_over_pyg_time_N{n}"] = _check(row["time_ratio"], 0.5)
-        checks[f"fused_over_pyg_memory_N{n}"] = _check(row["memory_ratio"], 0.25)
+        checks[f"fused_over_pyg_time_N{n}"] = _check(row["time_ratio"], time_limit)
+        checks[f"fused_over_pyg_memory_N{n}"] = _check(row["memory_ratio"], memory_limit)
     if training is not None:
         checks["training_step_over_pyg_time"] = _check(training["time_ratio"], 0.7)
     if auto:
@@ -211,9 +243,10 @@ def add_bandwidth(cases: list[dict], channels: int) -> None:
         case["bandwidth_gb_s"] = traffic / case["median_seconds"] / 1e9
 
 
-def bandwidth_summary(cases: list[dict]) -> list[dict]:
-    """Effective bandwidth of the fused kernel on the scaling suite (see :func:`add_bandwidth`)."""
-    return [
+def bandwidth_summary(cases: list[dict], peak_gb_s: float | None = None) -> list[dict]:
+    """Effective bandwidth of the fused kernel on the scaling suite (see :func:`add_bandwidth`),
+    and its fraction of ``peak_gb_s`` (the measured copy bandwidth of the GPU) when given."""
+    rows = [
         {
             "group": c["group"],
             "num_nodes": c["num_nodes"],
@@ -224,12 +257,21 @@ def bandwidth_summary(cases: list[dict]) -> list[dict]:
         for c in _ok(cases)
         if c["suite"] == "scaling" and c["impl"] == "fused" and "bandwidth_gb_s" in c
     ]
+    if peak_gb_s:
+        for row in rows:
+            row["fraction_of_copy_bandwidth"] = row["bandwidth_gb_s"] / peak_gb_s
+    return rows
 
 
 def derive(
-    cases: list[dict], configured_crossover: float | None = None, paired: list[dict] | None = None
+    cases: list[dict],
+    configured_crossover: float | None = None,
+    paired: list[dict] | None = None,
+    device_type: str = "cpu",
+    peak_bandwidth_gb_s: float | None = None,
 ) -> dict:
-    """Every derived number of ``bench.json`` (``paired``: the paired phase's records)."""
+    """Every derived number of ``bench.json`` (``paired``: the paired phase's records;
+    ``peak_bandwidth_gb_s``: the GPU's measured copy bandwidth, for the bandwidth table)."""
     ratios = pair_ratios(cases, "fused", "pyg")
     training = _training_ratio(cases)
     auto = auto_vs_best(cases)
@@ -241,6 +283,9 @@ def derive(
         "auto_vs_best": auto,
         "auto_vs_best_paired": auto_paired,
         "crossover_density": crossover_density(cases, configured_crossover),
-        "fused_bandwidth": bandwidth_summary(cases),
-        "targets": target_checks(ratios, training, auto, auto_paired),
+        "crossover_by_nodes": [
+            crossover_density(cases, configured_crossover, n) for n in density_sweep_nodes(cases)
+        ],
+        "fused_bandwidth": bandwidth_summary(cases, peak_bandwidth_gb_s),
+        "targets": target_checks(ratios, training, auto, auto_paired, device_type),
     }

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import platform
+import statistics
 import subprocess
 from pathlib import Path
 
 import torch
 
-__all__ = ["cpu_model", "describe_machine", "git_commit"]
+__all__ = ["copy_bandwidth_gb_s", "cpu_model", "describe_machine", "git_commit"]
 
 
 def cpu_model() -> str:
@@ -40,6 +41,26 @@ def _usable_cores() -> int | None:
     return os.cpu_count()
 
 
+def copy_bandwidth_gb_s(device: torch.device | str = "cuda", size_bytes: int = 2**30) -> float:
+    """Measured device-memory bandwidth: median of 10 device-to-device copies of
+    ``size_bytes``, counting bytes read plus bytes written (the ceiling a memory-bound
+    kernel can reach; datasheet peaks are rarely achieved)."""
+    source = torch.empty(size_bytes // 4, dtype=torch.float32, device=device).uniform_()
+    target = torch.empty_like(source)
+    times = []
+    for _ in range(12):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        target.copy_(source)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    del source, target
+    torch.cuda.empty_cache()
+    return 2 * size_bytes / statistics.median(times[2:]) / 1e9
+
+
 def _cuda_description() -> dict | None:
     if not torch.cuda.is_available():
         return None
@@ -50,6 +71,7 @@ def _cuda_description() -> dict | None:
         "total_memory_bytes": int(props.total_memory),
         "multiprocessors": int(props.multi_processor_count),
         "cuda_version": torch.version.cuda,
+        "copy_bandwidth_gb_s": copy_bandwidth_gb_s(torch.cuda.current_device()),
     }
 
 

@@ -34,13 +34,20 @@ def _ran(cases: list[dict], suite: str, impl: str) -> list[dict]:
 def _lines(
     ax: Axes, cases: list[dict], suite: str, x: Callable[[dict], float], y: Callable[[dict], float]
 ) -> bool:
-    """One line per implementation on log-log axes; False when nothing ran."""
+    """One line per implementation (and per N of a density sweep) on log-log axes;
+    False when nothing ran."""
     drawn = False
+    sweeps = sorted({c["num_nodes"] for c in cases if suite == "density" == c["suite"]})
     for impl in LAYER_IMPLS:
-        points = sorted((x(c), y(c)) for c in _ran(cases, suite, impl))
-        if points:
+        ran = _ran(cases, suite, impl)
+        for i, n in enumerate(sweeps or [None]):
+            points = sorted((x(c), y(c)) for c in ran if n in (None, c["num_nodes"]))
+            if not points:
+                continue
             xs, ys = zip(*points, strict=True)
-            ax.plot(xs, ys, label=impl, **_STYLE[impl])
+            label = impl if len(sweeps) < 2 else f"{impl}, N={n}"
+            style = dict(_STYLE[impl], alpha=1.0 if i == len(sweeps) - 1 or not sweeps else 0.5)
+            ax.plot(xs, ys, label=label, **style)
             drawn = True
     if drawn:
         ax.set_xscale("log")

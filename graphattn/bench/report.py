@@ -78,6 +78,11 @@ def _machine_section(result: dict) -> str:
         "# graphattn attention benchmark",
         "",
         f"- device: **{s['device']}**" + (f" ({cuda['name']})" if cuda else ""),
+        *(
+            [f"- measured copy bandwidth: {_num(cuda['copy_bandwidth_gb_s'])} GB/s (read + write)"]
+            if cuda.get("copy_bandwidth_gb_s")
+            else []
+        ),
         f"- CPU: {m['cpu_model']}, {m['usable_cores']} usable cores, torch threads per case "
         f"{s['threads'] or m['torch_threads']}, load average {m.get('load_average_1_5_15')}",
         f"- torch {m['torch']}, torch_geometric {m['torch_geometric']}, "
@@ -135,11 +140,17 @@ def _auto_section(rows: list[dict], paired: bool = False) -> str:
     return f"{title}\n\n" + _table(headers, body)
 
 
-def _crossover_section(crossover: dict) -> str:
+def _crossover_section(crossover: dict, by_nodes: list[dict]) -> str:
+    lines = [
+        f"- sweep at N={r['num_nodes']}: measured **{_num(r.get('measured'))}** ({r.get('status')})"
+        for r in by_nodes
+    ]
     return (
         "## Crossover density (dense faster above)\n\n"
-        f"measured: **{_num(crossover.get('measured'))}** ({crossover.get('status')}); "
-        f"configured in graphattn.ops.cost: {_num(crossover.get('configured'))}"
+        + ("\n".join(lines) + "\n\n" if len(by_nodes) > 1 else "")
+        + f"measured: **{_num(crossover.get('measured'))}** ({crossover.get('status')}"
+        + (f", sweep at N={crossover['num_nodes']}" if crossover.get("num_nodes") else "")
+        + f"); configured in graphattn.ops.cost: {_num(crossover.get('configured'))}"
     )
 
 
@@ -166,9 +177,12 @@ def _bandwidth_section(rows: list[dict]) -> str:
             _mb(r["traffic_bytes"]),
             _num(r["bandwidth_gb_s"]),
         ]
+        + ([_num(r["fraction_of_copy_bandwidth"])] if "fraction_of_copy_bandwidth" in r else [])
         for r in rows
     ]
     headers = ["case", "allowed pairs", "traffic estimate (MiB)", "GB/s"]
+    if "fraction_of_copy_bandwidth" in rows[0]:
+        headers.append("of measured copy bandwidth")
     return "## Fused kernel: effective memory bandwidth (estimate)\n\n" + _table(headers, body)
 
 
@@ -188,7 +202,7 @@ def markdown_report(result: dict) -> str:
         _targets_section(derived["targets"]),
         _suite_section(cases, "scaling", "Scaling: random graphs", LAYER_IMPLS),
         _suite_section(cases, "density", "Density sweep", LAYER_IMPLS),
-        _crossover_section(derived["crossover_density"]),
+        _crossover_section(derived["crossover_density"], derived.get("crossover_by_nodes", [])),
         _suite_section(cases, "molecules", "ESOL batches (one layer)", LAYER_IMPLS),
         _training_section(cases, derived["training_vs_pyg"]),
         _ratio_section(derived["fused_vs_pyg"], "fused / PyG TransformerConv"),

@@ -107,7 +107,7 @@ def load_molecule_data(
 
 
 def _settings(grid: Grid, device: str, quick: bool, specs: list[CaseSpec], isolate: bool) -> dict:
-    from graphattn.ops.cost import CROSSOVER_DENSITY
+    from graphattn.ops.cost import CROSSOVER_DENSITY, DENSE_MIN_WORK
 
     first = specs[0] if specs else CaseSpec(suite="scaling", impl="fused")
     memory = (
@@ -130,6 +130,7 @@ def _settings(grid: Grid, device: str, quick: bool, specs: list[CaseSpec], isola
         "timing": "CUDA events" if device.startswith("cuda") else "time.perf_counter",
         "memory_method": memory,
         "configured_crossover_density": CROSSOVER_DENSITY,
+        "configured_dense_min_work": DENSE_MIN_WORK,
         "notes": NOTES,
     }
 
@@ -206,7 +207,14 @@ def _finish(result: dict, out_dir: Path, started: float) -> dict:
     add_bandwidth(result["cases"], settings["heads"] * settings["head_dim"])
     device_type = "cuda" if settings["device"].startswith("cuda") else "cpu"
     configured = settings["configured_crossover_density"].get(device_type)
-    result["derived"] = derive(result["cases"], configured, result.get("paired"))
+    peak = (result["machine"].get("cuda") or {}).get("copy_bandwidth_gb_s")
+    result["derived"] = derive(
+        result["cases"],
+        configured,
+        result.get("paired"),
+        device_type,
+        peak if device_type == "cuda" else None,
+    )
     result["complete"] = True
     result["elapsed_seconds"] = time.perf_counter() - started
     _write_json(result, out_dir)

@@ -22,6 +22,7 @@ import dataclasses
 import gc
 import json
 import multiprocessing as mp
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -249,8 +250,10 @@ def paired_layer_times(
     """Time the implementations of one case group *interleaved*, in this process.
 
     Every implementation runs on the same inputs; each round times one pass of each, in
-    an order rotated from round to round, so that drifts of the machine (frequency,
-    other load) hit all of them alike. Separate processes, as in :func:`run_case`, can
+    a fresh (seeded) random order, so that drifts of the machine (frequency, other
+    load) and the after-effects of one pass on the next (a dense pass's large frees,
+    say) hit all of them alike. (A rotated order would not: it keeps each
+    implementation's predecessor fixed.) Separate processes, as in :func:`run_case`, can
     differ by more than the 10% that ``mode="auto"`` is judged by.
 
     Args:
@@ -281,17 +284,23 @@ def paired_layer_times(
         except DenseMemoryError as err:
             results[spec.impl] = {"skipped": True, "reason": f"over the dense memory budget: {err}"}
             continue
+        except (torch.OutOfMemoryError, MemoryError) as err:
+            results[spec.impl] = {"skipped": True, "reason": f"out of memory: {err}"[:300]}
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+            continue
         passes[spec.impl] = prepare
         results[spec.impl] = {"times": []}
         if spec.impl == "auto":
             results["auto"].update(_graph_info(spec, model, graphs))
-    impls = list(passes)
+    order = random.Random(first.seed)
     for r in range(rounds):
-        shift = r % len(impls)
-        for impl in impls[shift:] + impls[:shift]:
+        impls = list(passes)
+        order.shuffle(impls)
+        for impl in impls:
             step = passes[impl](first.warmup + r, cold)
             results[impl]["times"].append(time_pass(step, device))
-    for impl in impls:
+    for impl in passes:
         results[impl]["median_seconds"] = statistics.median(results[impl]["times"])
     return results
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from graphattn.bench.cases import SUITES
+
 DEFAULT_DATASET = "nci-tpsa"
 MOLECULE_SETS = ("esol", "freesolv", "nci-tpsa")
 NODE_SETS = ("karate", "facebook-pages")
@@ -130,6 +132,12 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
         "--paired-rounds",
         type=int,
         help="rounds of the paired auto-vs-modes timing (default 12, quick 2; 0: skip)",
+    )
+    p.add_argument(
+        "--suites",
+        nargs="+",
+        choices=SUITES,
+        help=f"run only these suites (default: all of {', '.join(SUITES)})",
     )
     p.add_argument("--no-progress", action="store_true")
 
@@ -302,6 +310,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         data_dir=args.data_dir,
         paired_rounds=args.paired_rounds,
+        suites=args.suites,
     )
     print(f"wrote {len(result['cases'])} cases to {args.out}")
     return 0

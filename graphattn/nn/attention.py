@@ -225,8 +225,9 @@ class GraphSelfAttention(nn.Module):
         """Pick ``"sparse"`` or ``"dense"`` for ``mode="auto"``.
 
         Rule (see :mod:`graphattn.ops.cost`): dense only if its estimated memory fits
-        ``max_dense_bytes`` and the fraction of allowed pairs among the padded
-        ``B·L²`` pairs is at least the device's crossover density.
+        ``max_dense_bytes``, the fraction of allowed pairs among the padded ``B·L²``
+        pairs is at least the device's crossover density, and (on a GPU) the sparse
+        work is large enough for per-pair costs rather than fixed costs to decide.
         """
         return choose_mode(
             num_edges=edges.num_edges,
@@ -235,6 +236,7 @@ class GraphSelfAttention(nn.Module):
             dense_bytes=self.dense_bytes(layout),
             max_dense_bytes=self.max_dense_bytes,
             device=device,
+            channels=self.heads * self.head_dim,
         )
 
     def _check_dense_budget(self, layout: DenseLayout, dtype: torch.dtype) -> None:

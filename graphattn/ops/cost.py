@@ -7,7 +7,12 @@ attention does work proportional to the padded pairs P = B·L² (B graphs, L the
 but with far better constants (one batched matrix product instead of gathers and
 scatters). So dense wins once the *density* E / P passes a crossover that depends on
 the device. The crossovers below were measured with ``graphattn bench`` (the density
-sweep at N=2,000); dense is never chosen when its estimated memory exceeds the budget.
+sweeps); dense is never chosen when its estimated memory exceeds the budget.
+
+On a GPU both modes also have a fixed cost per call (kernel launches and a few host
+synchronisations) that hides the work of small graphs, and dense mode's is larger:
+there dense is chosen only when the sparse work E·H·D is large enough for the
+per-pair costs to decide (``DENSE_MIN_WORK``).
 
 ``kernel`` (sparse mode, CPU): the fused kernel loops over heads with a few sparse
 products each, a fixed cost per call that pays off only on large edge sets; on small
@@ -24,6 +29,7 @@ import torch
 
 __all__ = [
     "CROSSOVER_DENSITY",
+    "DENSE_MIN_WORK",
     "FUSED_MIN_DEGREE_CPU",
     "FUSED_MIN_SIZE_CPU",
     "choose_kernel",
@@ -33,8 +39,18 @@ __all__ = [
 # Fraction of allowed pairs among padded pairs above which dense is faster.
 # CPU: measured with `graphattn bench` on 2 cores (density sweep at N=2,000, 4 heads x 16:
 # fused sparse 44 ms vs dense 59 ms at density 0.10, 83 ms vs 80 ms at 0.25).
-# CUDA: not measured yet (no GPU was available); a conservative placeholder.
-CROSSOVER_DENSITY = {"cpu": 0.25, "cuda": 0.1}
+# CUDA (H100, fp32, 4 heads x 16, forward + backward): the fused Triton kernel costs
+# about 0.46 ns per allowed pair on dense graphs, dense mode about 0.13-0.17 ns per
+# padded pair (N=10,000-20,000), so dense wins from a density of about 0.3 once the
+# fixed costs no longer dominate (N=8,000: sparse 13.3 ms at density 0.5, 29 ms at 1.0).
+CROSSOVER_DENSITY = {"cpu": 0.25, "cuda": 0.3}
+
+# Smallest sparse work E·H·D (allowed pairs x heads x head dim) for which mode="auto" may
+# pick dense. CUDA (H100): sparse takes ~2 ms and dense ~4-6 ms per layer whatever the
+# size up to E·H·D ≈ 5e8 (N=2,000 up to density 0.5: fused 1.7-2.4 ms, dense 4.1-5.8 ms;
+# N=4,000 at 0.5, E·H·D = 5.1e8: fused 4.0 ms, dense 5.9 ms; at 1.0, 1.0e9: fused 7.9 ms,
+# dense 5.9 ms). On CPU the fixed costs are small against the work: no minimum.
+DENSE_MIN_WORK = {"cpu": 0, "cuda": 2**29}
 
 # Smallest E·H·D (allowed pairs x heads x head dim) for which kernel="auto" runs the fused
 # kernel on CPU (benchmarks/kernel_crossover.py: forward + backward of one layer, F=64,
@@ -91,20 +107,27 @@ def choose_mode(
     dense_bytes: int,
     max_dense_bytes: int,
     device: torch.device | str,
+    channels: int = 1,
 ) -> str:
     """Return ``"dense"`` or ``"sparse"`` for one batch.
 
+    Dense iff its estimated memory fits the budget, the density E / (B·L²) reaches
+    ``CROSSOVER_DENSITY[device]`` and the sparse work E·C reaches ``DENSE_MIN_WORK[device]``.
+
     Args:
-        num_edges: allowed (source, target) pairs, self-loops included.
+        num_edges: allowed (source, target) pairs E, self-loops included.
         num_graphs: B.
         max_nodes: L, the largest graph of the batch.
         dense_bytes: dense mode's estimated memory for this batch.
         max_dense_bytes: the memory budget for dense mode.
         device: where the computation runs.
+        channels: C = heads x head_dim of the attention.
     """
     padded_pairs = num_graphs * max_nodes * max_nodes
     if padded_pairs == 0 or dense_bytes > max_dense_bytes:
         return "sparse"
     kind = torch.device(device).type
-    crossover = CROSSOVER_DENSITY.get(kind, CROSSOVER_DENSITY["cpu"])
-    return "dense" if num_edges / padded_pairs >= crossover else "sparse"
+    kind = kind if kind in CROSSOVER_DENSITY else "cpu"
+    if num_edges * channels < DENSE_MIN_WORK[kind]:
+        return "sparse"
+    return "dense" if num_edges / padded_pairs >= CROSSOVER_DENSITY[kind] else "sparse"

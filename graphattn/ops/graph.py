@@ -137,14 +137,6 @@ def validate_node_features(x: Tensor, in_channels: int) -> None:
         )
 
 
-def _missing_self_loops(edge_index: Tensor, num_nodes: int) -> Tensor:
-    """``[2, M]`` the loops (i, i) for every node that has none yet."""
-    src, dst = edge_index
-    has_loop = torch.zeros(num_nodes, dtype=torch.bool, device=edge_index.device)
-    has_loop[src[src == dst]] = True
-    return (~has_loop).nonzero().view(-1).repeat(2, 1)
-
-
 def _build(
     edge_index: Tensor,
     num_nodes: int,
@@ -159,7 +151,9 @@ def _build(
         edge_index = torch.cat([edge_index, extra[0].long()], dim=1)
         distance = torch.cat([distance, extra[1].long()])
     if add_self_loops:
-        loops = _missing_self_loops(edge_index, num_nodes)
+        # Every loop (i, i); the unique below merges those already present. (Finding the
+        # missing ones instead would cost a device-to-host synchronisation on a GPU.)
+        loops = torch.arange(num_nodes, device=edge_index.device).repeat(2, 1)
         edge_index = torch.cat([edge_index, loops], dim=1)
         distance = torch.cat([distance, distance.new_zeros(loops.size(1))])
     src, dst = edge_index
