@@ -40,10 +40,11 @@ __all__ = [
 # CPU: measured with `graphattn bench` on 2 cores (density sweep at N=2,000, 4 heads x 16:
 # fused sparse 44 ms vs dense 59 ms at density 0.10, 83 ms vs 80 ms at 0.25).
 # CUDA (H100, fp32, 4 heads x 16, forward + backward): the fused Triton kernel costs
-# about 0.46 ns per allowed pair on dense graphs, dense mode about 0.13-0.17 ns per
-# padded pair (N=10,000-20,000), so dense wins from a density of about 0.3 once the
-# fixed costs no longer dominate (N=8,000: sparse 13.3 ms at density 0.5, 29 ms at 1.0).
-CROSSOVER_DENSITY = {"cpu": 0.25, "cuda": 0.3}
+# about 0.42-0.46 ns per allowed pair on dense graphs, dense mode about 0.17 ns per
+# padded pair at N=8,000, so dense wins from a density of about 0.4 once fixed costs no
+# longer dominate. `graphattn bench --device cuda`, sweep at N=8,000: fused 7.2 ms vs
+# dense 12.4 ms at density 0.25, 13.5 ms vs 13.0 ms at 0.5; crossing interpolated at 0.44.
+CROSSOVER_DENSITY = {"cpu": 0.25, "cuda": 0.45}
 
 # Smallest sparse work E·H·D (allowed pairs x heads x head dim) for which mode="auto" may
 # pick dense. CUDA (H100): sparse takes ~2 ms and dense ~4-6 ms per layer whatever the
