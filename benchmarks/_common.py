@@ -103,18 +103,23 @@ class Timer:
         self.seconds = time.perf_counter() - self.start
 
 
-def median_ms(prepare: Callable[[int], Callable[[], None]], repeats: int, warmup: int) -> float:
-    """Median milliseconds of ``repeats`` timed CPU calls after ``warmup`` untimed ones.
+def median_ms(
+    prepare: Callable[[int], Callable[[], None]],
+    repeats: int,
+    warmup: int,
+    device: torch.device | str = "cpu",
+) -> float:
+    """Median milliseconds of ``repeats`` timed calls after ``warmup`` untimed ones.
 
     ``prepare(i)`` builds call ``i`` (fresh inputs, say) outside the timed region and
-    returns it; see :func:`graphattn.bench.measure.time_pass`.
+    returns it; see :func:`graphattn.bench.measure.time_pass` (CUDA: events).
     """
     from graphattn.bench.measure import time_pass
 
-    cpu = torch.device("cpu")
+    device = torch.device(device)
     for i in range(warmup):
         prepare(i)()
-    times = [time_pass(prepare(warmup + i), cpu) for i in range(repeats)]
+    times = [time_pass(prepare(warmup + i), device) for i in range(repeats)]
     return statistics.median(times) * 1e3
 
 

@@ -7,6 +7,7 @@ set before triton is imported, so ``test_triton_interpreted`` reruns this file's
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import math
 import os
@@ -23,6 +24,11 @@ from graphattn.ops.fused import edge_attention_weights, fused_edge_attention
 from graphattn.ops.graph import EdgeSet, prepare_edges
 
 HAS_TRITON = importlib.util.find_spec("triton") is not None
+# Triton's interpreter takes loop bounds loaded from memory (the CSR walk) only from 3.9
+# on: 3.6 (seen on a GPU image) fails with "only 0-dimensional arrays can be converted".
+TRITON_VERSION = (
+    tuple(int(p) for p in importlib.metadata.version("triton").split(".")[:2]) if HAS_TRITON else ()
+)
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 REPO = Path(__file__).resolve().parents[1]
 
@@ -252,6 +258,7 @@ def test_triton_backend_refuses_cpu_tensors() -> None:
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
 @pytest.mark.skipif(INTERPRETED, reason="the interpreted tests run directly in this process")
+@pytest.mark.skipif(TRITON_VERSION < (3, 9), reason="Triton's interpreter needs >= 3.9 here")
 def test_triton_interpreted() -> None:
     """Run the ``interpreted`` tests below in a subprocess with TRITON_INTERPRET=1."""
     env = {**os.environ, "TRITON_INTERPRET": "1"}

@@ -24,7 +24,11 @@ def cpu_model() -> str:
 
 
 def git_commit() -> str | None:
-    """The commit of the graphattn checkout (``None`` outside a git checkout)."""
+    """The commit of the graphattn checkout: ``$GRAPHATTN_COMMIT`` if set (for copies of a
+    working tree whose git metadata is missing or stale), else ``git rev-parse HEAD``
+    (``None`` outside a git checkout)."""
+    if os.environ.get("GRAPHATTN_COMMIT"):
+        return os.environ["GRAPHATTN_COMMIT"]
     root = Path(__file__).resolve().parents[2]
     try:
         out = subprocess.run(
