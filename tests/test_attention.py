@@ -117,6 +117,34 @@ def test_duplicate_edges_and_existing_self_loops_count_once():
     torch.testing.assert_close(layer(x, once), layer(x, twice))
 
 
+@settings(max_examples=30, deadline=None)
+@given(
+    num_nodes=st.integers(1, 12),
+    num_edges=st.integers(0, 40),
+    loops=st.booleans(),
+    seed=st.integers(0, 10_000),
+)
+def test_prepared_edges_structure(num_nodes, num_edges, loops, seed):
+    """The sorted, deduplicated pair set, its CSR pointer, the merge counts and
+    segment_counts (the bincount without a GPU sync) agree with a plain Python count."""
+    from graphattn.ops.segment import segment_counts
+
+    g = torch.Generator().manual_seed(seed)
+    edge_index = torch.randint(0, num_nodes, (2, num_edges), generator=g)
+    edges = prepare_edges(edge_index, num_nodes, add_self_loops=loops, cache=False)
+    pairs = {(int(j), int(i)) for j, i in edge_index.t()}
+    if loops:
+        pairs |= {(i, i) for i in range(num_nodes)}
+    expected = sorted(pairs, key=lambda p: (p[1], p[0]))
+    assert [tuple(e) for e in edges.edge_index.t().tolist()] == expected
+    in_degree = [sum(1 for _, i in expected if i == node) for node in range(num_nodes)]
+    assert edges.in_degree().tolist() == in_degree
+    inputs = [(int(j), int(i)) for j, i in edge_index.t()]
+    assert edges.input_count.tolist() == [inputs.count(p) for p in expected]
+    index = torch.randint(0, num_nodes, (num_edges,), generator=g)
+    assert torch.equal(segment_counts(index, num_nodes), torch.bincount(index, minlength=num_nodes))
+
+
 def test_edge_terms_equal_projecting_the_merged_edge_features():
     # The layer projects the input edges and then merges them; that must equal
     # projecting the merged features (duplicates averaged, added self-loops zero).

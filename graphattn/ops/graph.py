@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from graphattn.errors import GraphInputError
+from graphattn.ops.segment import segment_counts
 
 __all__ = ["EdgeSet", "prepare_edges", "validate_edge_index", "validate_node_features"]
 
@@ -79,18 +80,9 @@ class EdgeSet:
             )
         total = edge_attr.new_zeros((self.num_edges, *edge_attr.shape[1:]))
         total = total.index_add(0, self.input_to_edge, edge_attr)
-        if not self._has_duplicates():
-            return total
+        # Always divide: testing for duplicates first would cost a GPU synchronisation.
         count = self.input_count.clamp(min=1).to(edge_attr.dtype)
         return total / count.view(-1, *([1] * (edge_attr.dim() - 1)))
-
-    def _has_duplicates(self) -> bool:
-        """Whether some input edges were merged (checked once, then cached)."""
-        if "has_duplicates" not in self.cache:
-            self.cache["has_duplicates"] = self.input_to_edge.numel() > int(
-                (self.input_count > 0).sum()
-            )
-        return self.cache["has_duplicates"]
 
 
 def validate_edge_index(edge_index: Tensor, num_nodes: int) -> None:
@@ -163,9 +155,8 @@ def _build(
     hop_distance = distance.new_full((unique_key.numel(),), torch.iinfo(torch.long).max)
     hop_distance = hop_distance.scatter_reduce(0, inverse, distance, reduce="amin")
     input_to_edge = inverse[:num_input]
-    input_count = torch.bincount(input_to_edge, minlength=unique_key.numel())
-    counts = torch.bincount(edges[1], minlength=num_nodes)
-    rowptr = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+    input_count = segment_counts(input_to_edge, unique_key.numel())
+    rowptr = torch.cat([input_count.new_zeros(1), segment_counts(edges[1], num_nodes).cumsum(0)])
     return EdgeSet(edges, num_nodes, rowptr, input_to_edge, input_count, hop_distance)
 
 

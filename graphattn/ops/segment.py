@@ -12,9 +12,26 @@ import math
 import torch
 from torch import Tensor
 
-__all__ = ["NORMALIZERS", "segment_max", "segment_normalize", "segment_softmax", "segment_sum"]
+__all__ = [
+    "NORMALIZERS",
+    "segment_counts",
+    "segment_max",
+    "segment_normalize",
+    "segment_softmax",
+    "segment_sum",
+]
 
 NORMALIZERS = ("softmax", "relu", "sigmoid")
+
+
+def segment_counts(index: Tensor, num_segments: int) -> Tensor:
+    """``[num_segments]`` long: how many entries of ``index`` fall in each segment.
+
+    ``torch.bincount(index, minlength=num_segments)`` for valid indices, without the
+    device-to-host synchronisation ``bincount`` makes on a GPU (it reads the max).
+    """
+    counts = torch.zeros(num_segments, dtype=torch.long, device=index.device)
+    return counts.index_add_(0, index, torch.ones_like(index, dtype=torch.long))
 
 
 def segment_sum(values: Tensor, index: Tensor, num_segments: int) -> Tensor:
@@ -67,7 +84,7 @@ def segment_normalize(
     """
     if normalize == "softmax":
         return segment_softmax(scores, index, num_segments)
-    degree = torch.bincount(index, minlength=num_segments).clamp(min=1).to(scores.dtype)
+    degree = segment_counts(index, num_segments).clamp(min=1).to(scores.dtype)
     degree = degree[index].unsqueeze(-1)
     if normalize == "relu":
         return torch.relu(scores) / degree

@@ -34,6 +34,7 @@ import torch
 from torch import Tensor
 
 from graphattn.ops.graph import EdgeSet
+from graphattn.ops.segment import segment_counts
 
 try:
     import triton
@@ -266,7 +267,7 @@ def _graph(edges: EdgeSet) -> dict[str, Tensor]:
         src, dst = edges.edge_index
         n = edges.num_nodes
         perm = torch.argsort(src * n + dst)
-        counts = torch.bincount(src, minlength=n)
+        counts = segment_counts(src, n)
         hit = {
             "src": src.contiguous(),
             "rowptr": edges.rowptr.contiguous(),
