@@ -40,13 +40,22 @@ def test_sparse_and_dense_agree_on_batches(score, edge_dim, kernel):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
 
 
-@settings(max_examples=25, deadline=None)
-@given(
-    num_nodes=st.integers(1, 16),
-    num_edges=st.integers(0, 50),
-    loops=st.booleans(),
-    seed=st.integers(0, 10_000),
-)
+def random_graph_cases(max_nodes: int, max_edges: int, examples: int):
+    """Hypothesis cases ``(num_nodes, num_edges, loops, seed)`` of small random graphs."""
+
+    def decorate(test):
+        cases = given(
+            num_nodes=st.integers(1, max_nodes),
+            num_edges=st.integers(0, max_edges),
+            loops=st.booleans(),
+            seed=st.integers(0, 10_000),
+        )
+        return settings(max_examples=examples, deadline=None)(cases(test))
+
+    return decorate
+
+
+@random_graph_cases(max_nodes=16, max_edges=50, examples=25)
 def test_sparse_equals_dense_on_random_graphs(num_nodes, num_edges, loops, seed):
     g = torch.Generator().manual_seed(seed)
     edge_index = random_graph(num_nodes, num_edges, g, isolated=min(2, num_nodes - 1))
@@ -117,13 +126,7 @@ def test_duplicate_edges_and_existing_self_loops_count_once():
     torch.testing.assert_close(layer(x, once), layer(x, twice))
 
 
-@settings(max_examples=30, deadline=None)
-@given(
-    num_nodes=st.integers(1, 12),
-    num_edges=st.integers(0, 40),
-    loops=st.booleans(),
-    seed=st.integers(0, 10_000),
-)
+@random_graph_cases(max_nodes=12, max_edges=40, examples=30)
 def test_prepared_edges_structure(num_nodes, num_edges, loops, seed):
     """The sorted, deduplicated pair set, its CSR pointer, the merge counts and
     segment_counts (the bincount without a GPU sync) agree with a plain Python count."""
