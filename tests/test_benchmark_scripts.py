@@ -7,6 +7,9 @@ import os
 import subprocess
 import sys
 
+import pytest
+import torch
+
 from tests.conftest import REPO
 
 
@@ -71,3 +74,35 @@ def test_kernel_crossover_times_both_kernels_and_records_the_auto_choice(data_di
         assert r["fused_ms"] > 0 and r["reference_ms"] > 0
         assert r["fused_over_reference"] == r["fused_ms"] / r["reference_ms"]
         assert r["auto_chooses"] in ("fused", "reference")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA exit")
+@pytest.mark.parametrize("name", ["cuda_kernel_bandwidth.py", "cuda_host_syncs.py"])
+def test_cuda_scripts_exit_cleanly_without_cuda(name, tmp_path):
+    result = run_script(name, "--out", str(tmp_path)) if "bandwidth" in name else run_script(name)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "no CUDA device" in result.stdout
+
+
+def test_kernel_traffic_counts_every_read_and_write():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from cuda_kernel_bandwidth import traffic_bytes
+
+    # 2 nodes, 3 edges, 1 head of width 2, fp32: a node row b = 8 bytes, H = 1.
+    counted = traffic_bytes(2, 3, 1, 2, 4)
+    forward = 2 * (2 * 8 + 4) + 3 * (8 + 2 * 8)
+    per_target = 2 * (3 * 8 + 8) + 3 * (8 + 2 * 8 + 8)
+    per_source = 2 * 2 * 8 + 3 * (16 + 8 + 2 * 8)
+    assert counted == {"forward": forward, "forward_backward": forward + per_target + per_source}
+    # bytes grow linearly with the edges: one more edge adds its gathers and buffers
+    more = traffic_bytes(2, 4, 1, 2, 4)
+    assert more["forward"] - counted["forward"] == 8 + 2 * 8
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_copy_bandwidth_is_plausible():
+    from graphattn.bench.machine import copy_bandwidth_gb_s
+
+    # any GPU moves between 10 GB/s and 20 TB/s (reads + writes)
+    assert 10 < copy_bandwidth_gb_s("cuda", size_bytes=2**26) < 20_000
