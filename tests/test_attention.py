@@ -148,6 +148,15 @@ def test_prepared_edges_structure(num_nodes, num_edges, loops, seed):
     assert torch.equal(segment_counts(index, num_nodes), torch.bincount(index, minlength=num_nodes))
 
 
+def test_by_source_is_the_transposed_csr():
+    edge_index = torch.tensor([[2, 0, 2, 1, 0], [0, 1, 1, 2, 2]])
+    edges = prepare_edges(edge_index, 4, add_self_loops=False, cache=False)
+    perm, rowptr = edges.by_source()
+    src, dst = edges.edge_index[:, perm]
+    assert src.tolist() == [0, 0, 1, 2, 2] and dst.tolist() == [1, 2, 2, 0, 1]
+    assert rowptr.tolist() == [0, 2, 3, 5, 5]  # node 3 sends nothing
+
+
 def test_edge_terms_equal_projecting_the_merged_edge_features():
     # The layer projects the input edges and then merges them; that must equal
     # projecting the merged features (duplicates averaged, added self-loops zero).

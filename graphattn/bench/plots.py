@@ -46,7 +46,7 @@ def _lines(
                 continue
             xs, ys = zip(*points, strict=True)
             label = impl if len(sweeps) < 2 else f"{impl}, N={n}"
-            style = dict(_STYLE[impl], alpha=1.0 if i == len(sweeps) - 1 or not sweeps else 0.5)
+            style = dict(_STYLE[impl], alpha=0.5 if i < len(sweeps) - 1 else 1.0)  # largest N solid
             ax.plot(xs, ys, label=label, **style)
             drawn = True
     if drawn:

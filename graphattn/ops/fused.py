@@ -56,7 +56,6 @@ from torch import Tensor
 
 from graphattn.ops.attention import default_scale
 from graphattn.ops.graph import EdgeSet
-from graphattn.ops.segment import segment_counts
 
 __all__ = ["BACKENDS", "edge_attention_weights", "fused_edge_attention"]
 
@@ -97,9 +96,7 @@ def _graph_csr(edges: EdgeSet) -> _GraphCSR:
     n = edges.num_nodes
     # MKL's SpMM is markedly faster with 32-bit indices.
     index = torch.int32 if max(n, edges.num_edges) < 2**31 - 1 else torch.int64
-    perm = torch.argsort(src * n + dst)
-    counts = segment_counts(src, n)
-    rowptr_t = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+    perm, rowptr_t = edges.by_source()
     csr = _GraphCSR(
         crow=edges.rowptr.to(index),
         col=src.to(index),

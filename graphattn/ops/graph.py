@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from graphattn.errors import GraphInputError
-from graphattn.ops.segment import segment_counts
+from graphattn.ops.segment import csr_pointer, segment_counts
 
 __all__ = ["EdgeSet", "prepare_edges", "validate_edge_index", "validate_node_features"]
 
@@ -67,6 +67,14 @@ class EdgeSet:
     def in_degree(self) -> Tensor:
         """``[N]`` number of allowed sources per target."""
         return self.rowptr.diff()
+
+    def by_source(self) -> tuple[Tensor, Tensor]:
+        """The transposed CSR: ``(perm, rowptr_by_source)``, where ``perm`` sorts the edges
+        by (source, target) and ``rowptr_by_source`` points into that order. Not cached
+        here; the kernels keep what they build from it in :attr:`cache`."""
+        src, dst = self.edge_index
+        perm = torch.argsort(src * self.num_nodes + dst)
+        return perm, csr_pointer(src, self.num_nodes)
 
     def merge_edge_features(self, edge_attr: Tensor) -> Tensor:
         """Carry ``[E_in, ...]`` input edge features onto the prepared edges.
@@ -156,7 +164,7 @@ def _build(
     hop_distance = hop_distance.scatter_reduce(0, inverse, distance, reduce="amin")
     input_to_edge = inverse[:num_input]
     input_count = segment_counts(input_to_edge, unique_key.numel())
-    rowptr = torch.cat([input_count.new_zeros(1), segment_counts(edges[1], num_nodes).cumsum(0)])
+    rowptr = csr_pointer(edges[1], num_nodes)
     return EdgeSet(edges, num_nodes, rowptr, input_to_edge, input_count, hop_distance)
 
 

@@ -14,6 +14,7 @@ from torch import Tensor
 
 __all__ = [
     "NORMALIZERS",
+    "csr_pointer",
     "segment_counts",
     "segment_max",
     "segment_normalize",
@@ -32,6 +33,13 @@ def segment_counts(index: Tensor, num_segments: int) -> Tensor:
     """
     counts = torch.zeros(num_segments, dtype=torch.long, device=index.device)
     return counts.index_add_(0, index, torch.ones_like(index, dtype=torch.long))
+
+
+def csr_pointer(index: Tensor, num_segments: int) -> Tensor:
+    """``[num_segments + 1]`` CSR row pointer of ``index`` sorted by segment: the entries
+    of segment s are ``pointer[s]:pointer[s + 1]``."""
+    counts = segment_counts(index, num_segments)
+    return torch.cat([counts.new_zeros(1), counts.cumsum(0)])
 
 
 def segment_sum(values: Tensor, index: Tensor, num_segments: int) -> Tensor:

@@ -34,7 +34,6 @@ import torch
 from torch import Tensor
 
 from graphattn.ops.graph import EdgeSet
-from graphattn.ops.segment import segment_counts
 
 try:
     import triton
@@ -265,15 +264,13 @@ def _graph(edges: EdgeSet) -> dict[str, Tensor]:
     hit = edges.cache.get(key)
     if hit is None:
         src, dst = edges.edge_index
-        n = edges.num_nodes
-        perm = torch.argsort(src * n + dst)
-        counts = segment_counts(src, n)
+        perm, rowptr_t = edges.by_source()
         hit = {
             "src": src.contiguous(),
             "rowptr": edges.rowptr.contiguous(),
             "perm": perm,
             "dst_t": dst[perm].contiguous(),
-            "rowptr_t": torch.cat([counts.new_zeros(1), counts.cumsum(0)]),
+            "rowptr_t": rowptr_t,
         }
         edges.cache[key] = hit
     return hit
