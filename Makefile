@@ -34,6 +34,7 @@ train: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check graphattn tests benchmarks examples
+	$(BIN)/ruff format --check graphattn tests benchmarks examples
 
 bench: $(STAMP)
 	$(BIN)/graphattn bench --out bench_out

@@ -45,6 +45,23 @@ def test_molecule_targets_records_a_graphattn_variant(data_dir, tmp_path):
     assert "Not the targets' setting" in (tmp_path / "molecule_targets.md").read_text()
 
 
+def test_pretraining_compares_scratch_and_pretrained_starts_on_the_same_split(data_dir, tmp_path):
+    result = run_script(
+        "pretraining.py", "--smoke", "--data-dir", str(data_dir), "--out", str(tmp_path)
+    )
+    assert result.returncode == 0, result.stderr
+    payload = json.loads((tmp_path / "pretraining.json").read_text())
+    assert payload["complete"] and payload["pretraining"]["num_targets"] > 100
+    assert (tmp_path / "pretrained" / "model.pt").is_file()
+    with open(tmp_path / "corpus.csv") as handle:
+        assert sum(1 for _ in handle) == payload["pretraining"]["molecules"] + 1
+    assert [(r["variant"], r["seed"]) for r in payload["runs"]] == [
+        ("scratch", 0),
+        ("pretrained", 0),
+    ]
+    assert "| freesolv | pretrained |" in (tmp_path / "pretraining.md").read_text()
+
+
 def test_auto_choice_times_every_mode_of_each_size_in_one_process(data_dir, tmp_path):
     result = run_script(
         "auto_choice.py", "--smoke", "--data-dir", str(data_dir), "--out", str(tmp_path)

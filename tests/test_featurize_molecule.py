@@ -235,6 +235,23 @@ def test_invalid_smiles_reason_is_captured_and_not_printed(capfd: pytest.Capture
     assert "C1CC" not in captured.err and "valence" not in captured.err
 
 
+@pytest.mark.skipif(not hasattr(rdBase, "CaptureErrorLog"), reason="needs RDKit >= 2025.09")
+@pytest.mark.parametrize(
+    ("smiles", "reason"),
+    [
+        ("CC(C", "extra open parentheses; check for mistakes around position 3"),
+        ("[Na+].[Cl-]x", "syntax error; check for mistakes around position 12"),
+        ("C1CC", "unclosed ring"),
+    ],
+)
+def test_invalid_smiles_message_names_the_input_once(smiles: str, reason: str) -> None:
+    # RDKit echoes the input up to four times; the message keeps RDKit's reason only
+    with pytest.raises(InvalidSmilesError) as info:
+        parse_smiles(smiles)
+    assert info.value.reason == reason
+    assert str(info.value).count(smiles) == 1
+
+
 @pytest.mark.parametrize("smiles", ["", "   "])
 def test_empty_smiles_raises(smiles: str) -> None:
     with pytest.raises(InvalidSmilesError, match="empty") as info:

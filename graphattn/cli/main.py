@@ -92,6 +92,13 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         help="molecules: add per-atom Crippen, TPSA, surface-area, Gasteiger-charge and "
         "E-state columns to the atom features",
     )
+    p.add_argument(
+        "--init-from",
+        type=Path,
+        metavar="RUN_DIR",
+        help="molecules: start from this run's atom/bond encoders and attention layers "
+        "(transfer learning; same featurizer needed); the head is trained from scratch",
+    )
     p.add_argument("--hidden", type=int)
     p.add_argument("--layers", type=int)
     p.add_argument("--heads", type=int)
@@ -209,6 +216,8 @@ def _train_molecules(args: argparse.Namespace) -> int:
     )
     if args.split_fractions:
         config.fractions = tuple(args.split_fractions)
+    if args.init_from is not None:
+        config.init_from = str(args.init_from)
     metrics = train_molecule_model(
         dataset, config, run_dir=args.out, dataset_name=name, progress=not args.no_progress
     )
@@ -220,6 +229,8 @@ def _train_molecules(args: argparse.Namespace) -> int:
 def _train_nodes(args: argparse.Namespace) -> int:
     from graphattn.train.nodes import DATASET_DEFAULTS, NodeTrainConfig, train_node_model_cli
 
+    if args.init_from is not None:
+        raise SystemExit("--init-from applies to molecule training only")
     settings = dict(DATASET_DEFAULTS.get(args.dataset, {})) if args.edges is None else {}
     names = ("epochs", "lr", "patience", "hidden", "layers", "heads", "labels_per_class")
     settings.update(_overrides(args, names))

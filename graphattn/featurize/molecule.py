@@ -66,13 +66,26 @@ def rdkit_log_lines(messages: str, echo: str | None = None) -> list[str]:
 
     Args:
         messages (str): the captured text (``rdBase.CaptureErrorLog().messages``).
-        echo (str, optional): the input, whose echo by RDKit (and the caret line
-            pointing into it) is dropped.
+        echo (str, optional): the input. RDKit repeats it several times (on a line of
+            its own with a caret line below, after "while parsing:" and "for input:",
+            and in a closing "Failed parsing SMILES" line); every repeat is dropped,
+            since the caller's message names the input once.
     """
     lines = [_LOG_PREFIX.sub("", line).strip() for line in messages.splitlines()]
     lines = [line.removeprefix("SMILES Parse Error: ").rstrip(":") for line in lines]
+    if echo is not None:
+        lines = [_drop_echo(line, echo) for line in lines]
     lines = [line for line in lines if line.strip("^~ ") and line != echo]
     return [line for i, line in enumerate(lines) if line not in lines[:i]]
+
+
+def _drop_echo(line: str, echo: str) -> str:
+    """``line`` without RDKit's repeats of the input ``echo`` ("" if it is only that)."""
+    if line.startswith("Failed parsing SMILES"):
+        return ""
+    for suffix in (f" for input: '{echo}'", f" while parsing: {echo}"):
+        line = line.removesuffix(suffix)
+    return line
 
 
 def _failure_reason(smiles: str) -> str:

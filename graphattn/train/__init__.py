@@ -8,12 +8,14 @@ from graphattn.train.molecules import (
     train_molecule_model,
 )
 from graphattn.train.nodes import NodeTrainConfig, train_node_model
+from graphattn.train.transfer import load_pretrained_encoder
 
 __all__ = [
     "MoleculeTrainConfig",
     "NodeTrainConfig",
     "evaluate_molecules",
     "load_molecule_model",
+    "load_pretrained_encoder",
     "predict_molecules",
     "train_molecule_model",
     "train_node_model",

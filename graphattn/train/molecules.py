@@ -31,6 +31,7 @@ from graphattn.train.checkpoint import load_checkpoint, save_checkpoint
 from graphattn.train.loop import EarlyStopping, seed_everything, warmup_cosine, write_json
 from graphattn.train.metrics import classification_metrics, regression_metrics
 from graphattn.train.plots import plot_learning_curve
+from graphattn.train.transfer import load_pretrained_encoder
 
 __all__ = [
     "DATASET_DEFAULTS",
@@ -76,6 +77,10 @@ class MoleculeTrainConfig:
         max_seconds: stop training one model after this wall time (None: no limit).
         ensemble: train this many models from different initialisations on the same
             split and average their predictions (a :class:`MoleculeEnsemble`).
+        init_from: a molecule run folder (or its ``model.pt``) whose graph encoder
+            initialises every model (transfer learning, see
+            :mod:`graphattn.train.transfer`); the encoder's architecture fields are
+            inherited unless ``model`` sets them. The head starts fresh.
     """
 
     epochs: int = 80
@@ -91,6 +96,7 @@ class MoleculeTrainConfig:
     model: dict = field(default_factory=dict)
     max_seconds: float | None = None
     ensemble: int = 1
+    init_from: str | None = None
 
 
 class TargetScaler:
@@ -191,13 +197,17 @@ def train_molecule_model(
     )
 
     featurizer = dataset.featurizer
+    pretrained = None
+    if config.init_from is not None:
+        pretrained = load_pretrained_encoder(config.init_from)
+        pretrained.check_featurizer(featurizer.to_dict())
     model_config = MoleculeModelConfig(
         atom_dim=featurizer.atom_dim,
         bond_dim=featurizer.bond_dim,
         num_tasks=targets.size(1),
         task=task,
         mol_dim=featurizer.mol_dim,
-        **config.model,
+        **{**(pretrained.architecture if pretrained else {}), **config.model},
     )
     transform = pe_transform(model_config)
     if transform is not None:
@@ -214,6 +224,8 @@ def train_molecule_model(
     for member in range(config.ensemble):
         seed_everything(config.seed * 1000 + member)
         model = MoleculeModel(model_config)
+        if pretrained is not None:
+            pretrained.load_into(model)
         if train_descriptors is not None:
             model.fit_descriptor_scaler(train_descriptors)
         label = f"train {dataset_name}" + (

@@ -1,0 +1,222 @@
+"""Does pretraining the graph encoder on computed descriptors help small data sets?
+
+1. Corpus: the ~15,000 molecules that ship with RDKit (``Data/NCI/first_5K.smi`` and
+   ``Data/Pains/test_data/wehi_mols.csv``); no labels from any benchmark.
+2. Pretraining: ``graphattn train`` on that corpus, the targets being RDKit's
+   whole-molecule descriptors (signed log1p, as :mod:`graphattn.featurize.descriptors`
+   computes them; columns that are constant over the corpus dropped). The model sees
+   the graph only (no descriptor inputs), so it has to learn them from structure.
+3. Fine-tuning: for each data set and seed, the data set's ``graphattn train``
+   defaults trained from scratch and from the pretrained encoder
+   (``MoleculeTrainConfig(init_from=...)``), on the same random split.
+
+Writes ``pretraining.json`` / ``pretraining.md`` and the pretrained run folder.
+
+Usage::
+
+    python benchmarks/pretraining.py --data-dir ../shared/datasets --threads 1 --seeds 0 1 2 3 4 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+from _common import (
+    Timer,
+    add_common_args,
+    fmt,
+    machine_info,
+    machine_line,
+    markdown_table,
+    setup,
+    summarize_seeds,
+    write_outputs,
+)
+from rdkit import RDConfig
+
+from graphattn.datasets.molecules import MoleculeCSV, dataset_featurizer, load_molecule_dataset
+from graphattn.featurize.descriptors import DESCRIPTOR_NAMES, molecule_descriptors
+from graphattn.featurize.molecule import InvalidSmilesError, MoleculeFeaturizer, parse_smiles
+from graphattn.train.molecules import (
+    DATASET_DEFAULTS,
+    MoleculeTrainConfig,
+    train_molecule_model,
+)
+
+log = logging.getLogger("benchmarks")
+
+CORPUS_FILES = ("NCI/first_5K.smi", "Pains/test_data/wehi_mols.csv")
+PRETRAIN = {"epochs": 30, "batch_size": 64, "warmup_epochs": 2, "fractions": (0.9, 0.05, 0.05)}
+SMOKE_MOLECULES, SMOKE_EPOCHS = 150, 2
+
+
+def corpus_smiles(limit: int | None) -> list[str]:
+    """The first column of RDKit's shipped molecule files (SMILES), in file order."""
+    smiles: list[str] = []
+    for name in CORPUS_FILES:
+        with open(os.path.join(RDConfig.RDDataDir, name), newline="") as handle:
+            rows = csv.reader(handle, delimiter="\t" if name.endswith(".smi") else ",")
+            smiles += [row[0].strip() for row in rows if row]
+    return smiles[:limit]
+
+
+def write_corpus(path: Path, smiles: list[str]) -> dict:
+    """``smiles`` + descriptor columns as a CSV; returns counts and the kept columns."""
+    kept_smiles, rows, unparsable = [], [], 0
+    for s in smiles:
+        try:
+            rows.append(molecule_descriptors(parse_smiles(s)))
+        except InvalidSmilesError:
+            unparsable += 1  # MoleculeCSV would skip them too; counted here
+            continue
+        kept_smiles.append(s)
+    values = np.stack(rows)
+    varying = values.std(axis=0) > 1e-3
+    columns = [name for name, keep in zip(DESCRIPTOR_NAMES, varying, strict=True) if keep]
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["smiles", *columns])
+        for s, row in zip(kept_smiles, values[:, varying], strict=True):
+            writer.writerow([s, *np.round(row, 6).tolist()])
+    return {"molecules": len(kept_smiles), "unparsable": unparsable, "targets": columns}
+
+
+def pretrain(args: argparse.Namespace, dataset_name: str) -> dict:
+    """Write the corpus, train on its descriptors; the record (run folder, sizes, time)."""
+    corpus = write_corpus(
+        args.out / "corpus.csv", corpus_smiles(SMOKE_MOLECULES if args.smoke else None)
+    )
+    # the fine-tuned data set's atom and bond features, without descriptor inputs
+    settings = {**dataset_featurizer(dataset_name).to_dict(), "descriptors": False}
+    dataset = MoleculeCSV(
+        args.out / "corpus.csv",
+        target_cols=corpus["targets"],
+        featurizer=MoleculeFeaturizer.from_dict(settings),
+    )
+    config = MoleculeTrainConfig(
+        **{**PRETRAIN, "epochs": SMOKE_EPOCHS if args.smoke else args.pretrain_epochs}
+    )
+    run_dir = args.out / "pretrained"
+    metrics = train_molecule_model(
+        dataset, config, run_dir=run_dir, dataset_name="rdkit-descriptors", progress=False
+    )
+    log.info("pretrained on %d molecules, %.0f s", len(dataset), metrics["train_seconds"])
+    return {
+        "run_dir": str(run_dir),
+        "corpus_files": list(CORPUS_FILES),
+        "molecules": len(dataset),
+        "skipped": corpus["unparsable"] + len(dataset.skipped),
+        "num_targets": len(corpus["targets"]),
+        "train_seconds": metrics["train_seconds"],
+        "epochs_run": metrics["epochs_run"],
+        "val_rmse_mean_over_targets": float(np.mean(metrics["val"]["rmse"])),
+    }
+
+
+def fine_tune(args: argparse.Namespace, name: str, init_from: str, payload: dict) -> None:
+    limit = SMOKE_MOLECULES if args.smoke else None
+    dataset = load_molecule_dataset(name, data_dir=args.data_dir, limit=limit)
+    for seed in args.seeds:
+        for variant, source in (("scratch", None), ("pretrained", init_from)):
+            settings = {**DATASET_DEFAULTS.get(name, {}), "seed": seed, "init_from": source}
+            if args.smoke:
+                settings["epochs"] = SMOKE_EPOCHS
+            with Timer() as timer:
+                metrics = train_molecule_model(
+                    dataset, MoleculeTrainConfig(**settings), dataset_name=name, progress=False
+                )
+            payload["runs"].append(
+                {
+                    "dataset": name,
+                    "variant": variant,
+                    "seed": seed,
+                    "val": metrics["val"],
+                    "test": metrics["test"],
+                    "epochs_run": metrics["epochs_run"],
+                    "train_seconds": timer.seconds,
+                }
+            )
+            log.info(
+                "%s %s seed %d: val %.3f test %.3f",
+                *(name, variant, seed, metrics["val"]["rmse"], metrics["test"]["rmse"]),
+            )
+            write_outputs(args.out, "pretraining", payload)
+
+
+def render_markdown(payload: dict) -> str:
+    pre = payload["pretraining"]
+    seeds = sorted({r["seed"] for r in payload["runs"]})
+    rows = []
+    for s in payload["summary"]:
+        runs = [
+            r
+            for r in payload["runs"]
+            if (r["dataset"], r["variant"]) == (s["dataset"], s["variant"])
+        ]
+        rows.append(
+            [
+                s["dataset"],
+                s["variant"],
+                fmt(float(np.mean([r["val"]["rmse"] for r in runs]))),
+                f"**{fmt(s['rmse']['mean'])}**",
+                ", ".join(fmt(r["test"]["rmse"]) for r in runs),
+            ]
+        )
+    return "\n\n".join(
+        [
+            "# Descriptor pretraining, then fine-tuning (random 80/10/10 splits)",
+            machine_line(payload["machine"], payload["settings"]["smoke"]),
+            f"Pretrained on {pre['molecules']:,} RDKit-shipped molecules "
+            f"({pre['skipped']} skipped) to predict {pre['num_targets']} descriptors: "
+            f"{pre['epochs_run']} epochs, {pre['train_seconds']:.0f} s.",
+            markdown_table(
+                [
+                    "data set",
+                    "start",
+                    "mean val RMSE",
+                    "mean test RMSE",
+                    f"test RMSE, seeds {seeds}",
+                ],
+                rows,
+            ),
+        ]
+    )
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_common_args(parser, seeds=(0, 1, 2))
+    parser.add_argument("--datasets", nargs="+", default=["freesolv"], choices=("esol", "freesolv"))
+    parser.add_argument("--pretrain-epochs", type=int, default=PRETRAIN["epochs"])
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    setup(args)
+    payload = {
+        "complete": False,
+        "machine": machine_info(),
+        "settings": {"datasets": args.datasets, "seeds": args.seeds, "smoke": args.smoke},
+        "runs": [],
+    }
+    # one featurizer for every data set here (both use the same atom and bond features)
+    payload["pretraining"] = pretrain(args, args.datasets[0])
+    for name in args.datasets:
+        fine_tune(args, name, payload["pretraining"]["run_dir"], payload)
+    payload["summary"] = summarize_seeds(payload["runs"], ("dataset", "variant"), ("rmse",))
+    payload["complete"] = True
+    markdown = render_markdown(payload)
+    write_outputs(args.out, "pretraining", payload, markdown)
+    print(markdown)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

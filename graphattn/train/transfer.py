@@ -1,0 +1,129 @@
+"""Transfer learning: start a molecule model from another run's graph encoder.
+
+The encoder is everything before the task head: atom and bond encoders, positional
+encoder, transformer layers, final norm and readout. It carries over when the two
+runs featurize atoms and bonds the same way; the head (and the descriptor scaler,
+which belongs to the new training set) always starts fresh.
+
+Typical use: train on a large set with cheap or computed labels, then fine-tune on a
+small one (``graphattn train --dataset freesolv --init-from runs/pretrained``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from graphattn.errors import GraphInputError
+from graphattn.train.checkpoint import load_checkpoint
+
+__all__ = ["ENCODER_FIELDS", "PretrainedEncoder", "load_pretrained_encoder"]
+
+log = logging.getLogger(__name__)
+
+# MoleculeModelConfig fields that shape the encoder's weights; a fine-tuned model
+# inherits them from the pretrained run unless they are set explicitly.
+ENCODER_FIELDS = (
+    "hidden",
+    "layers",
+    "heads",
+    "ffn_ratio",
+    "norm",
+    "layer_type",
+    "pe",
+    "pe_dim",
+    "attention",
+)
+_FRESH = ("head.", "mol_mean", "mol_std")
+
+
+@dataclass
+class PretrainedEncoder:
+    """The encoder weights and architecture of a trained molecule run.
+
+    Attributes:
+        source: the run folder or checkpoint file they came from.
+        state_dict: encoder parameters and buffers (no head, no descriptor scaler).
+        architecture: the run's values of :data:`ENCODER_FIELDS`.
+        featurizer: the run's featurizer settings (``MoleculeFeaturizer.to_dict``).
+    """
+
+    source: str
+    state_dict: dict[str, torch.Tensor]
+    architecture: dict
+    featurizer: dict
+
+    def check_featurizer(self, featurizer: dict) -> None:
+        """Raise :class:`GraphInputError` unless atoms and bonds are featurized alike.
+
+        Whole-molecule descriptors may differ: only the head reads them.
+        """
+        ignore = {"descriptors"}
+        differ = sorted(
+            key
+            for key in set(self.featurizer) | set(featurizer)
+            if key not in ignore and self.featurizer.get(key) != featurizer.get(key)
+        )
+        if differ:
+            details = "; ".join(
+                f"{key}: {self.featurizer.get(key)!r} there, {featurizer.get(key)!r} here"
+                for key in differ
+            )
+            raise GraphInputError(
+                f"cannot initialise from {self.source}: its featurizer differs ({details})"
+            )
+
+    def load_into(self, model: nn.Module) -> None:
+        """Copy the encoder into ``model``; raise naming any missing or misshapen tensor."""
+        target = {k: v for k, v in model.state_dict().items() if not k.startswith(_FRESH)}
+        missing = sorted(set(target) - set(self.state_dict))
+        unexpected = sorted(set(self.state_dict) - set(target))
+        misshapen = sorted(
+            f"{key} {list(self.state_dict[key].shape)} there, {list(value.shape)} here"
+            for key, value in target.items()
+            if key in self.state_dict and self.state_dict[key].shape != value.shape
+        )
+        problems = [
+            f"{label}: {', '.join(keys[:5])}{' ...' if len(keys) > 5 else ''}"
+            for label, keys in (
+                ("missing", missing),
+                ("unexpected", unexpected),
+                ("shape", misshapen),
+            )
+            if keys
+        ]
+        if problems:
+            raise GraphInputError(
+                f"cannot initialise from {self.source}: the encoders differ ({'; '.join(problems)})"
+            )
+        model.load_state_dict(self.state_dict, strict=False)
+        log.info("initialised %d encoder tensors from %s", len(self.state_dict), self.source)
+
+
+def load_pretrained_encoder(run_dir_or_file: str | Path) -> PretrainedEncoder:
+    """Read the encoder of a single-model molecule run (``graphattn train`` output).
+
+    Raises:
+        FileNotFoundError: no checkpoint there.
+        GraphInputError: not a molecule run, or an ensemble.
+    """
+    checkpoint = load_checkpoint(run_dir_or_file)
+    source = str(run_dir_or_file)
+    if checkpoint.get("kind") != "molecule":
+        raise GraphInputError(
+            f"cannot initialise from {source}: it holds a {checkpoint.get('kind')!r} model, "
+            "not a molecule model"
+        )
+    if int(checkpoint.get("ensemble_size", 1)) != 1:
+        raise GraphInputError(
+            f"cannot initialise from {source}: it is an ensemble of "
+            f"{checkpoint['ensemble_size']} models; train the source with ensemble=1"
+        )
+    state = {k: v for k, v in checkpoint["state_dict"].items() if not k.startswith(_FRESH)}
+    config = checkpoint["model_config"]
+    architecture = {key: config[key] for key in ENCODER_FIELDS if key in config}
+    return PretrainedEncoder(source, state, architecture, checkpoint["featurizer"])
