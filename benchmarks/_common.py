@@ -26,6 +26,7 @@ __all__ = [
     "add_common_args",
     "median_ms",
     "fmt",
+    "finish",
     "fmt_mean_std",
     "machine_info",
     "machine_line",
@@ -191,6 +192,16 @@ def write_outputs(out_dir: Path, stem: str, payload: dict, markdown: str | None 
     write_json(out_dir / f"{stem}.json", payload)
     if markdown is not None:
         (out_dir / f"{stem}.md").write_text(markdown.rstrip() + "\n", encoding="utf-8")
+
+
+def finish(out_dir: Path, stem: str, payload: dict, render: Callable[[dict], str]) -> int:
+    """End a script: mark ``payload`` complete, write ``stem.json`` and ``stem.md``
+    (``render(payload)``), print the markdown; returns the exit code 0."""
+    payload["complete"] = True
+    markdown = render(payload)
+    write_outputs(out_dir, stem, payload, markdown)
+    print(markdown)
+    return 0
 
 
 def met(value: float | None, threshold: float, higher_is_better: bool) -> bool | None:

@@ -41,6 +41,7 @@ import torch
 from _common import (
     Timer,
     add_common_args,
+    finish,
     fmt,
     fmt_mean_std,
     machine_info,
@@ -499,12 +500,9 @@ def main(argv: list[str] | None = None) -> int:
         ablate_esol(args, variants, payload)
     if "facebook" in args.tasks:
         ablate_facebook(args, variants, payload)
-    payload["complete"] = True
-    markdown = render_markdown(payload)
-    write_outputs(args.out, "ablation", payload, markdown)
+    code = finish(args.out, "ablation", payload, render_markdown)
     plot(payload, args.out / "ablation.png")
-    print(markdown)
-    return 0
+    return code
 
 
 if __name__ == "__main__":

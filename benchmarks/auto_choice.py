@@ -28,12 +28,12 @@ import sys
 
 from _common import (
     add_common_args,
+    finish,
     fmt,
     machine_info,
     machine_line,
     markdown_table,
     setup,
-    write_outputs,
     yes_no,
 )
 
@@ -112,10 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         "paired": paired,
         "comparisons": auto_vs_best(paired),
     }
-    markdown = render_markdown(payload)
-    write_outputs(args.out, "auto_choice", payload, markdown)
-    print(markdown)
-    return 0
+    return finish(args.out, "auto_choice", payload, render_markdown)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from _common import (
     Timer,
     add_common_args,
+    finish,
     fmt,
     fmt_mean_std,
     machine_info,
@@ -416,11 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     payload["summary"] = summarize_runs(payload["runs"])
     payload["targets"] = check_targets(payload["summary"])
     payload["reference"] = {"issue_attentivefp": ISSUE_ATTENTIVEFP, "published": PUBLISHED}
-    payload["complete"] = True
-    markdown = render_markdown(payload)
-    write_outputs(args.out, "molecule_targets", payload, markdown)
-    print(markdown)
-    return 0
+    return finish(args.out, "molecule_targets", payload, render_markdown)
 
 
 if __name__ == "__main__":

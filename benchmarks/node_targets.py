@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from _common import (
     Timer,
     add_common_args,
+    finish,
     fmt,
     fmt_mean_std,
     machine_info,
@@ -389,11 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         run_facebook(args, payload)
     payload["summary"] = summarize_runs(payload["runs"])
     payload["targets"] = check_targets(payload["summary"])
-    payload["complete"] = True
-    markdown = render_markdown(payload)
-    write_outputs(args.out, "node_targets", payload, markdown)
-    print(markdown)
-    return 0
+    return finish(args.out, "node_targets", payload, render_markdown)
 
 
 if __name__ == "__main__":

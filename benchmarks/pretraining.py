@@ -30,6 +30,7 @@ import numpy as np
 from _common import (
     Timer,
     add_common_args,
+    finish,
     fmt,
     machine_info,
     machine_line,
@@ -211,11 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.datasets:
         fine_tune(args, name, payload["pretraining"]["run_dir"], payload)
     payload["summary"] = summarize_seeds(payload["runs"], ("dataset", "variant"), ("rmse",))
-    payload["complete"] = True
-    markdown = render_markdown(payload)
-    write_outputs(args.out, "pretraining", payload, markdown)
-    print(markdown)
-    return 0
+    return finish(args.out, "pretraining", payload, render_markdown)
 
 
 if __name__ == "__main__":

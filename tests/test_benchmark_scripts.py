@@ -25,15 +25,23 @@ def run_script(name: str, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_molecule_targets_records_a_graphattn_variant(data_dir, tmp_path):
+def run_smoke(name: str, data_dir, out, *args: str) -> dict:
+    """Run ``benchmarks/<name>.py --smoke`` into ``out``; its JSON output."""
     result = run_script(
-        "molecule_targets.py",
-        *("--smoke", "--data-dir", str(data_dir), "--out", str(tmp_path)),
+        f"{name}.py", "--smoke", "--data-dir", str(data_dir), "--out", str(out), *args
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads((out / f"{name}.json").read_text())
+
+
+def test_molecule_targets_records_a_graphattn_variant(data_dir, tmp_path):
+    payload = run_smoke(
+        "molecule_targets",
+        data_dir,
+        tmp_path,
         *("--datasets", "freesolv", "--models", "graphattn", "--atom-contributions"),
         *("--model-overrides", '{"layers": 1}', "--train-overrides", '{"batch_size": 16}'),
     )
-    assert result.returncode == 0, result.stderr
-    payload = json.loads((tmp_path / "molecule_targets.json").read_text())
     assert payload["complete"]
     assert payload["settings"]["graphattn_variant"] == {
         "model_overrides": {"layers": 1},
@@ -46,11 +54,7 @@ def test_molecule_targets_records_a_graphattn_variant(data_dir, tmp_path):
 
 
 def test_pretraining_compares_scratch_and_pretrained_starts_on_the_same_split(data_dir, tmp_path):
-    result = run_script(
-        "pretraining.py", "--smoke", "--data-dir", str(data_dir), "--out", str(tmp_path)
-    )
-    assert result.returncode == 0, result.stderr
-    payload = json.loads((tmp_path / "pretraining.json").read_text())
+    payload = run_smoke("pretraining", data_dir, tmp_path)
     assert payload["complete"] and payload["pretraining"]["num_targets"] > 100
     assert (tmp_path / "pretrained" / "model.pt").is_file()
     with open(tmp_path / "corpus.csv") as handle:
@@ -63,11 +67,7 @@ def test_pretraining_compares_scratch_and_pretrained_starts_on_the_same_split(da
 
 
 def test_auto_choice_times_every_mode_of_each_size_in_one_process(data_dir, tmp_path):
-    result = run_script(
-        "auto_choice.py", "--smoke", "--data-dir", str(data_dir), "--out", str(tmp_path)
-    )
-    assert result.returncode == 0, result.stderr
-    payload = json.loads((tmp_path / "auto_choice.json").read_text())
+    payload = run_smoke("auto_choice", data_dir, tmp_path)
     groups = [c["group"] for c in payload["comparisons"]]
     assert "molecules" in groups and any(g.startswith("density/") for g in groups)
     for c in payload["comparisons"]:
@@ -81,11 +81,7 @@ def test_auto_choice_times_every_mode_of_each_size_in_one_process(data_dir, tmp_
 
 
 def test_kernel_crossover_times_both_kernels_and_records_the_auto_choice(data_dir, tmp_path):
-    result = run_script(
-        "kernel_crossover.py", "--smoke", "--data-dir", str(data_dir), "--out", str(tmp_path)
-    )
-    assert result.returncode == 0, result.stderr
-    rows = json.loads((tmp_path / "kernel_crossover.json").read_text())["rows"]
+    rows = run_smoke("kernel_crossover", data_dir, tmp_path)["rows"]
     assert rows and {r["edge_features"] for r in rows} == {False, True}
     for r in rows:
         assert r["fused_ms"] > 0 and r["reference_ms"] > 0

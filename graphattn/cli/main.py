@@ -212,12 +212,15 @@ def _train_molecules(args: argparse.Namespace) -> int:
         **_overrides(args, ("hidden", "layers", "heads")),
     }
     config = MoleculeTrainConfig(
-        seed=args.seed, split=args.split, task=args.task, model=model, **settings
+        seed=args.seed,
+        split=args.split,
+        task=args.task,
+        model=model,
+        init_from=None if args.init_from is None else str(args.init_from),
+        **settings,
     )
     if args.split_fractions:
         config.fractions = tuple(args.split_fractions)
-    if args.init_from is not None:
-        config.init_from = str(args.init_from)
     metrics = train_molecule_model(
         dataset, config, run_dir=args.out, dataset_name=name, progress=not args.no_progress
     )
