@@ -100,9 +100,8 @@ def pretrain(args: argparse.Namespace, dataset_name: str) -> dict:
         target_cols=corpus["targets"],
         featurizer=MoleculeFeaturizer.from_dict(settings),
     )
-    config = MoleculeTrainConfig(
-        **{**PRETRAIN, "epochs": SMOKE_EPOCHS if args.smoke else args.pretrain_epochs}
-    )
+    epochs = SMOKE_EPOCHS if args.smoke else args.pretrain_epochs
+    config = MoleculeTrainConfig(**{**PRETRAIN, "epochs": epochs, "seed": args.pretrain_seed})
     run_dir = args.out / "pretrained"
     metrics = train_molecule_model(
         dataset, config, run_dir=run_dir, dataset_name="rdkit-descriptors", progress=False
@@ -111,6 +110,7 @@ def pretrain(args: argparse.Namespace, dataset_name: str) -> dict:
     return {
         "run_dir": str(run_dir),
         "corpus_files": list(CORPUS_FILES),
+        "seed": args.pretrain_seed,
         "molecules": len(dataset),
         "skipped": corpus["unparsable"] + len(dataset.skipped),
         "num_targets": len(corpus["targets"]),
@@ -175,7 +175,8 @@ def render_markdown(payload: dict) -> str:
             machine_line(payload["machine"], payload["settings"]["smoke"]),
             f"Pretrained on {pre['molecules']:,} RDKit-shipped molecules "
             f"({pre['skipped']} skipped) to predict {pre['num_targets']} descriptors: "
-            f"{pre['epochs_run']} epochs, {pre['train_seconds']:.0f} s.",
+            f"{pre['epochs_run']} epochs, {pre['train_seconds']:.0f} s, "
+            f"seed {pre.get('seed', 0)}.",
             markdown_table(
                 [
                     "data set",
@@ -195,6 +196,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_common_args(parser, seeds=(0, 1, 2))
     parser.add_argument("--datasets", nargs="+", default=["freesolv"], choices=("esol", "freesolv"))
     parser.add_argument("--pretrain-epochs", type=int, default=PRETRAIN["epochs"])
+    parser.add_argument(
+        "--pretrain-seed", type=int, default=0, help="seed of the pretraining split and weights"
+    )
     return parser.parse_args(argv)
 
 

@@ -1,7 +1,7 @@
 """Where the time of a molecule training step goes: graphattn vs the PyG mirror.
 
-One AdamW step of :class:`~graphattn.models.MoleculeModel` (the library default
-architecture) and of :class:`~graphattn.bench.models.PyGMoleculeModel` (the same
+One AdamW step (``graphattn.optim.adamw``, the trainers' fused AdamW, for both models)
+of :class:`~graphattn.models.MoleculeModel` (the library default architecture) and of :class:`~graphattn.bench.models.PyGMoleculeModel` (the same
 architecture on PyG ``TransformerConv``) on ESOL batches of 128, each step with a fresh
 copy of ``edge_index`` (no cached edge preparation), plus variants that isolate the
 attention:
@@ -12,7 +12,10 @@ attention:
   but no scores, softmax or weighted sums: the floor for *any* attention kernel with
   this architecture;
 * ``graphattn_no_attention`` / ``pyg_no_attention``: the attention layers replaced by
-  the identity (encoders, norms, feed-forward blocks, dropout, readout, head, optimizer).
+  the identity (encoders, norms, feed-forward blocks, dropout, readout, head, optimizer);
+* ``pyg_graphattn_dropout``: the PyG mirror with graphattn's CPU dropout
+  (:class:`graphattn.nn.Dropout`) in place of ``torch.nn.Dropout``, which isolates what
+  the cheaper dropout masks save from what the attention layers save.
 
 Median step time over ``--repeats`` steps, models interleaved over ``--rounds`` rounds
 (median of the round medians). Prints JSON and writes ``training_step_breakdown.json``.
@@ -30,13 +33,14 @@ import json
 import statistics
 import sys
 
-import torch
 from _common import add_common_args, machine_info, median_ms, setup, write_outputs
 from torch import Tensor, nn
 
 from graphattn.bench.inputs import esol_batches, load_esol
 from graphattn.bench.models import build_molecule_model
+from graphattn.nn.dropout import Dropout
 from graphattn.ops.graph import validate_node_features
+from graphattn.optim import adamw
 
 BATCH_SIZE, BATCHES = 128, 8
 
@@ -77,7 +81,17 @@ def build(name: str, atom_dim: int, bond_dim: int) -> nn.Module:
             block.attention = ProjectionsOnly(block.attention)
         elif name == "pyg_no_attention":
             block.conv = Identity()
+    if name == "pyg_graphattn_dropout":
+        swap_dropout(model)
     return model
+
+
+def swap_dropout(model: nn.Module) -> None:
+    """Replace every ``torch.nn.Dropout`` in ``model`` by graphattn's, same ``p``."""
+    for parent in list(model.modules()):
+        for child_name, child in parent.named_children():
+            if type(child) is nn.Dropout:
+                setattr(parent, child_name, Dropout(child.p))
 
 
 MODELS = (
@@ -86,11 +100,12 @@ MODELS = (
     "graphattn_no_attention",
     "pyg",
     "pyg_no_attention",
+    "pyg_graphattn_dropout",
 )
 
 
 def median_step_ms(model: nn.Module, batches: list, repeats: int) -> float:
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    optimizer = adamw(model.parameters(), lr=1e-3)  # the trainers' optimizer, both models
     model.train()
 
     def prepare(i: int):

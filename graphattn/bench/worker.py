@@ -41,6 +41,7 @@ from graphattn.bench.inputs import (
 )
 from graphattn.bench.measure import memory_probe, time_pass
 from graphattn.nn.attention import DenseMemoryError
+from graphattn.optim import adamw
 
 __all__ = [
     "MoleculeData",
@@ -168,7 +169,7 @@ def _layer_pass(spec: CaseSpec, model: nn.Module, graphs: list[GraphInput]) -> P
 
 def _training_pass(model: nn.Module, batches: list[MoleculeBatch]) -> Prepare:
     """``prepare(i, cold)``: one AdamW step of the molecule model on batch ``i``."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    optimizer = adamw(model.parameters(), lr=1e-3)  # the trainers' optimizer, for both models
     model.train()
 
     def prepare(i: int, cold: bool) -> Callable[[], None]:

@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from graphattn.errors import GraphInputError
 from graphattn.models.readout import Readout
+from graphattn.nn.dropout import Dropout
 from graphattn.nn.encodings import PositionalEncoder
 from graphattn.nn.hybrid import HybridLayer
 from graphattn.nn.transformer import GraphTransformerLayer, make_norm
@@ -138,7 +139,7 @@ class MoleculeModel(nn.Module):
         self.head = nn.Sequential(
             nn.Linear(self.readout.out_channels + c.mol_dim, c.hidden),
             nn.GELU(),
-            nn.Dropout(c.dropout),
+            Dropout(c.dropout),
             nn.Linear(c.hidden, c.num_tasks),
         )
 

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import Tensor, nn
 
+from graphattn.nn.dropout import Dropout
 from graphattn.nn.transformer import GraphTransformerLayer, make_norm
 
 __all__ = ["NodeClassifier", "NodeModelConfig"]
@@ -66,7 +67,7 @@ class NodeClassifier(nn.Module):
         super().__init__()
         c = config
         self.config = config
-        self.input_dropout = nn.Dropout(c.input_dropout)
+        self.input_dropout = Dropout(c.input_dropout)
         self.encoder = nn.Linear(c.in_channels, c.hidden)
         self.label_encoder = (
             nn.Linear(c.num_classes, c.hidden, bias=False) if c.label_inputs else None
@@ -78,7 +79,7 @@ class NodeClassifier(nn.Module):
             for _ in range(c.layers)
         )
         self.norm = make_norm(c.norm, c.hidden)
-        self.head = nn.Sequential(nn.Dropout(c.dropout), nn.Linear(c.hidden, c.num_classes))
+        self.head = nn.Sequential(Dropout(c.dropout), nn.Linear(c.hidden, c.num_classes))
 
     def set_mode(self, mode: str) -> None:
         for layer in self.layers:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from graphattn.nn.attention import GraphSelfAttention
+from graphattn.nn.dropout import Dropout
 from graphattn.nn.transformer import feed_forward, make_norm
 
 __all__ = ["HybridLayer"]
@@ -65,7 +66,7 @@ class HybridLayer(nn.Module):
         self.ffn = feed_forward(channels, ffn_ratio, dropout)
         self.norm_attention = make_norm(norm, channels)
         self.norm_ffn = make_norm(norm, channels)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     @property
     def mode(self) -> str:

@@ -16,6 +16,7 @@ from torch import Tensor, nn
 
 from graphattn.errors import GraphInputError
 from graphattn.nn.attention import GraphSelfAttention
+from graphattn.nn.dropout import Dropout
 
 __all__ = ["GraphTransformerLayer"]
 
@@ -37,7 +38,7 @@ def feed_forward(channels: int, ratio: float, dropout: float) -> nn.Sequential:
     """Position-wise ``Linear -> GELU -> Dropout -> Linear`` with hidden width ``ratio * C``."""
     hidden = int(round(ratio * channels))
     return nn.Sequential(
-        nn.Linear(channels, hidden), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden, channels)
+        nn.Linear(channels, hidden), nn.GELU(), Dropout(dropout), nn.Linear(hidden, channels)
     )
 
 
@@ -88,7 +89,7 @@ class GraphTransformerLayer(nn.Module):
         self.ffn = feed_forward(channels, ffn_ratio, dropout)
         self.norm_attention = make_norm(norm, channels)
         self.norm_ffn = make_norm(norm, channels)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     @property
     def mode(self) -> str:

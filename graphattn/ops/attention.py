@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from graphattn.ops.dropout import dropout as drop_elements
 from graphattn.ops.graph import EdgeSet
 from graphattn.ops.segment import NORMALIZERS, segment_normalize, segment_sum
 
@@ -104,7 +105,7 @@ def reference_edge_attention(
     if score_bias is not None:
         scores = scores + score_bias
     alpha = segment_normalize(scores, dst, edges.num_nodes, normalize)
-    weights = F.dropout(alpha, p=dropout, training=training)
+    weights = drop_elements(alpha, dropout, training)
     values = v.index_select(0, src)
     if edge_value is not None:
         values = values + edge_value
@@ -203,7 +204,7 @@ def dense_attention(
     if score_bias is not None:
         scores = scores + score_bias
     weights = _dense_normalize(scores, head_mask, normalize)
-    dropped = F.dropout(weights, p=dropout, training=training)
+    dropped = drop_elements(weights, dropout, training)
     out = dropped @ v
     if edge_value is not None:
         out = out + torch.einsum("bhij,bhijd->bhid", dropped, edge_value)

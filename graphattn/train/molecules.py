@@ -26,6 +26,7 @@ from graphattn.models.molecule import (
     MoleculeModelConfig,
     pe_transform,
 )
+from graphattn.optim import adamw
 from graphattn.splits.molecules import random_split, save_split, scaffold_split
 from graphattn.train.checkpoint import load_checkpoint, save_checkpoint
 from graphattn.train.loop import EarlyStopping, seed_everything, warmup_cosine, write_json
@@ -301,9 +302,7 @@ def _fit(
         generator=generator,
         drop_last=len(train_items) > config.batch_size,
     )
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=config.lr, weight_decay=config.weight_decay
-    )
+    optimizer = adamw(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     steps_per_epoch = max(1, len(train_loader))
     schedule = warmup_cosine(
         optimizer, config.warmup_epochs * steps_per_epoch, config.epochs * steps_per_epoch

@@ -20,6 +20,7 @@ from sklearn.metrics import confusion_matrix
 from tqdm.auto import tqdm
 
 from graphattn.models.node import NodeClassifier, NodeModelConfig
+from graphattn.optim import adamw
 from graphattn.train.checkpoint import save_checkpoint
 from graphattn.train.loop import EarlyStopping, seed_everything, write_json
 from graphattn.train.metrics import node_metrics
@@ -135,9 +136,7 @@ def train_node_model(
             attention=dict(config.attention),
         )
     )
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=config.lr, weight_decay=config.weight_decay
-    )
+    optimizer = adamw(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     has_val = bool(masks["val"].any())
     stopper = EarlyStopping(config.patience if has_val else None, higher_is_better=True)
     generator = torch.Generator().manual_seed(config.seed)

@@ -1,0 +1,33 @@
+"""The trainers' optimizer: fused AdamW where torch has it, the same updates as the default."""
+
+from __future__ import annotations
+
+import torch
+
+from graphattn.optim import adamw
+
+
+def _train(make_optimizer, steps: int = 5) -> list[torch.Tensor]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.GELU(), torch.nn.Linear(8, 1))
+    optimizer = make_optimizer(model.parameters())
+    x, y = torch.randn(32, 6), torch.randn(32, 1)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def test_fused_on_cpu_and_same_updates_as_default() -> None:
+    optimizer = adamw(torch.nn.Linear(2, 2).parameters(), lr=1e-3)
+    assert optimizer.defaults["fused"] is True
+    fused = _train(lambda params: adamw(params, lr=1e-2, weight_decay=0.05))
+    default = _train(lambda params: torch.optim.AdamW(params, lr=1e-2, weight_decay=0.05))
+    for a, b in zip(fused, default, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_meta_parameters_fall_back_to_the_default() -> None:
+    params = torch.nn.Linear(2, 2, device="meta").parameters()
+    assert not adamw(params, lr=1e-3).defaults["fused"]
