@@ -1,7 +1,6 @@
 """Attention kernels and the scatter/segment primitives they are built from."""
 
 from graphattn.ops.attention import dense_attention, edge_scores, reference_edge_attention
-from graphattn.ops.dropout import dropout
 from graphattn.ops.fused import edge_attention_weights, fused_edge_attention
 from graphattn.ops.graph import EdgeSet, prepare_edges, validate_edge_index
 from graphattn.ops.segment import segment_max, segment_normalize, segment_softmax, segment_sum
@@ -9,7 +8,6 @@ from graphattn.ops.segment import segment_max, segment_normalize, segment_softma
 __all__ = [
     "EdgeSet",
     "dense_attention",
-    "dropout",
     "edge_attention_weights",
     "edge_scores",
     "fused_edge_attention",
