@@ -1,10 +1,10 @@
 """Where the time of a molecule training step goes: graphattn vs the PyG mirror.
 
 One AdamW step (``graphattn.optim.adamw``, the trainers' fused AdamW, for both models)
-of :class:`~graphattn.models.MoleculeModel` (the library default architecture) and of :class:`~graphattn.bench.models.PyGMoleculeModel` (the same
-architecture on PyG ``TransformerConv``) on ESOL batches of 128, each step with a fresh
-copy of ``edge_index`` (no cached edge preparation), plus variants that isolate the
-attention:
+of :class:`~graphattn.models.MoleculeModel` (the library default architecture) and of
+:class:`~graphattn.bench.models.PyGMoleculeModel` (the same architecture on PyG
+``TransformerConv``) on ESOL batches of 128, each step with a fresh copy of
+``edge_index`` (no cached edge preparation), plus variants that isolate the attention:
 
 * ``graphattn`` / ``pyg``: the full models;
 * ``graphattn_projections_only``: every attention layer keeps its input checks, edge

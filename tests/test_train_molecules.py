@@ -244,3 +244,18 @@ def test_an_ensemble_averages_its_members_and_round_trips(tmp_path):
     assert isinstance(loaded, MoleculeEnsemble) and len(loaded.members) == 2
     with torch.no_grad():
         torch.testing.assert_close(loaded(batch), ensemble(batch))
+
+
+def test_cli_ensemble_flag_and_its_checks(tmp_path, capsys):
+    source = tmp_path / "m.csv"
+    source.write_text("smiles,y\n" + "".join(f"{'C' * n}O,{n * 0.5}\n" for n in range(1, 13)))
+    out = tmp_path / "run"
+    args = ["train", "--csv", str(source), "--target-col", "y", "--epochs", "1"]
+    tiny = ["--hidden", "16", "--layers", "1", "--no-progress"]
+    assert main([*args, *tiny, "--ensemble", "2", "--out", str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["ensemble_size"] == 2 and metrics["config"]["ensemble"] == 2
+    assert main([*args, *tiny, "--ensemble", "0", "--out", str(tmp_path / "zero")]) != 0
+    assert "ensemble must be at least 1 model, got 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="--ensemble applies to molecule training only"):
+        main(["train", "--dataset", "karate", "--ensemble", "2", "--out", str(tmp_path / "k")])
