@@ -18,7 +18,11 @@ of :class:`~graphattn.models.MoleculeModel` (the library default architecture) a
   the cheaper dropout masks save from what the attention layers save.
 
 Median step time over ``--repeats`` steps, models interleaved over ``--rounds`` rounds
-(median of the round medians). Prints JSON and writes ``training_step_breakdown.json``.
+(median of the round medians). Also times two shared components on their own
+(``components_ms``): one dropout (p=0.1) of the feed-forward hidden layer ``[N, 128]``
+of a batch, ``torch.nn.functional.dropout`` against :func:`graphattn.ops.dropout.dropout`,
+and one AdamW step over the model's parameters, torch's default (a per-parameter loop on
+CPU) against the fused one. Prints JSON and writes ``training_step_breakdown.json``.
 
 Usage::
 
@@ -33,12 +37,14 @@ import json
 import statistics
 import sys
 
+import torch
 from _common import add_common_args, machine_info, median_ms, setup, write_outputs
 from torch import Tensor, nn
 
 from graphattn.bench.inputs import esol_batches, load_esol
 from graphattn.bench.models import build_molecule_model
 from graphattn.nn.dropout import Dropout
+from graphattn.ops.dropout import dropout
 from graphattn.ops.graph import validate_node_features
 from graphattn.optim import adamw
 
@@ -122,6 +128,27 @@ def median_step_ms(model: nn.Module, batches: list, repeats: int) -> float:
     return median_ms(prepare, repeats, warmup=5)
 
 
+def component_ms(batch, atom_dim: int, bond_dim: int, repeats: int) -> dict[str, float]:
+    """Median ms of the dropouts and the AdamW steps the two models' steps differ in."""
+    hidden = torch.randn(batch.x.size(0), 128)
+
+    def call(fn):
+        return lambda i: fn
+
+    model = build("graphattn", atom_dim, bond_dim)
+    for p in model.parameters():
+        p.grad = torch.randn_like(p)
+    loop = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
+    fused = adamw(model.parameters(), lr=1e-3)
+    timed = {
+        "torch_dropout": lambda: nn.functional.dropout(hidden, 0.1),
+        "graphattn_dropout": lambda: dropout(hidden, 0.1),
+        "adamw_per_parameter": loop.step,
+        "adamw_fused": fused.step,
+    }
+    return {name: median_ms(call(fn), repeats * 5, warmup=10) for name, fn in timed.items()}
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_args(parser, seeds=(0,))
@@ -145,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
                 median_step_ms(build(name, atom_dim, bond_dim), batches, args.repeats)
             )
     median = {name: statistics.median(values) for name, values in rounds.items()}
+    components = component_ms(batches[0], atom_dim, bond_dim, args.repeats)
     pyg = median["pyg"]
     payload = {
         "machine": machine_info(),
@@ -152,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         "repeats": args.repeats,
         "median_step_ms": median,
         "rounds_ms": rounds,
+        "components_ms": components,
         "over_pyg": {name: value / pyg for name, value in median.items()},
         "attention_ms": {
             "graphattn": median["graphattn"] - median["graphattn_no_attention"],
