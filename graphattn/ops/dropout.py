@@ -5,10 +5,10 @@ r"""Dropout with a cheaper random mask on CPU.
 
 On CPU, ``torch.nn.functional.dropout`` draws the mask with ``bernoulli_``, one call of
 the generator per element, which made it a sixth of a molecule training step. Here each
-64-bit draw of the same generator
-(``torch.Tensor.random_``, Mersenne Twister, seeded by ``torch.manual_seed``) is split
-into four independent 16-bit uniforms, and an element is kept when its uniform is at
-least :math:`\mathrm{round}(p \cdot 2^{16})`: four times fewer generator calls and no
+64-bit draw of the same generator (``torch.Tensor.random_``, Mersenne Twister, seeded by
+``torch.manual_seed``) is split into four independent 16-bit uniforms, and an element is
+kept when its uniform (in :math:`[0, 2^{16})`) is at least
+:math:`\mathrm{round}(p \cdot 2^{16})`: four times fewer generator calls and no
 floating-point sampling. The drop probability is thus rounded to a multiple of
 :math:`2^{-16}`, and the kept elements are scaled by the exact inverse of the rounded keep
 probability, so the expectation is unchanged. For one ``[1743, 128]`` tensor (a feed-
