@@ -22,7 +22,10 @@ Median step time over ``--repeats`` steps, models interleaved over ``--rounds`` 
 (``components_ms``): one dropout (p=0.1) of the feed-forward hidden layer ``[N, 128]``
 of a batch, ``torch.nn.functional.dropout`` against :func:`graphattn.ops.dropout.dropout`,
 and one AdamW step over the model's parameters, torch's default (a per-parameter loop on
-CPU) against the fused one. Prints JSON and writes ``training_step_breakdown.json``.
+CPU) against the fused one. And one attention layer alone (``layer_ms``): graphattn's
+(with and without its self-loops) and ``TransformerConv``, forward + backward on the
+first batch with bond features, a fresh ``edge_index`` per call, the three interleaved
+call by call. Prints JSON and writes ``training_step_breakdown.json``.
 
 Usage::
 
@@ -149,6 +152,37 @@ def component_ms(batch, atom_dim: int, bond_dim: int, repeats: int) -> dict[str,
     return {name: median_ms(call(fn), repeats * 5, warmup=10) for name, fn in timed.items()}
 
 
+def layer_ms(batch, repeats: int) -> dict[str, float]:
+    """Median ms of one attention layer (64 channels, 4 heads, 64-wide edge features)."""
+    from torch_geometric.nn import TransformerConv
+
+    from graphattn.bench.measure import time_pass
+    from graphattn.nn.attention import GraphSelfAttention
+
+    torch.manual_seed(0)
+    x = torch.randn(batch.x.size(0), 64, requires_grad=True)
+    edge_attr = torch.randn(batch.edge_index.size(1), 64, requires_grad=True)
+    layers = {
+        "graphattn": GraphSelfAttention(64, 64, heads=4, edge_dim=64),
+        "graphattn_no_self_loops": GraphSelfAttention(
+            64, 64, heads=4, edge_dim=64, add_self_loops=False
+        ),
+        "pyg_transformer_conv": TransformerConv(64, 16, heads=4, edge_dim=64),
+    }
+
+    def call(layer: nn.Module):
+        edge_index = batch.edge_index.clone()
+        return lambda: layer(x, edge_index, edge_attr).sum().backward()
+
+    times: dict[str, list[float]] = {name: [] for name in layers}
+    for i in range(10 + repeats * 5):
+        for name, layer in layers.items():
+            elapsed = time_pass(call(layer), torch.device("cpu"))
+            if i >= 10:  # warm-up
+                times[name].append(elapsed)
+    return {name: statistics.median(values) * 1e3 for name, values in times.items()}
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_args(parser, seeds=(0,))
@@ -173,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     median = {name: statistics.median(values) for name, values in rounds.items()}
     components = component_ms(batches[0], atom_dim, bond_dim, args.repeats)
+    layers = layer_ms(batches[0], args.repeats)
     pyg = median["pyg"]
     payload = {
         "machine": machine_info(),
@@ -181,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         "median_step_ms": median,
         "rounds_ms": rounds,
         "components_ms": components,
+        "layer_ms": layers,
         "over_pyg": {name: value / pyg for name, value in median.items()},
         "attention_ms": {
             "graphattn": median["graphattn"] - median["graphattn_no_attention"],
