@@ -18,9 +18,9 @@ def adamw(
     """``torch.optim.AdamW``, fused into one kernel per step where torch has it.
 
     Same update as the default (a per-parameter loop on CPU), faster for models with
-    many small tensors: 0.69 ms instead of 2.25 ms per step for the default molecule
-    model's 64 tensors on the development machine (2 CPU cores;
-    ``benchmarks/training_step_breakdown.py``, ``components_ms``).
+    many small tensors: 0.34–0.69 ms instead of 1.88–2.25 ms per step for the default
+    molecule model's 64 tensors on the development machine (2 CPU cores;
+    ``benchmarks/training_step_breakdown.py``, ``components_ms``, two runs).
 
     Args:
         params: the parameters to optimise.

@@ -12,8 +12,9 @@ kept when its uniform (in :math:`[0, 2^{16})`) is at least
 floating-point sampling. The drop probability is thus rounded to a multiple of
 :math:`2^{-16}`, and the kept elements are scaled by the exact inverse of the rounded keep
 probability, so the expectation is unchanged. For one ``[1743, 128]`` tensor (a feed-
-forward hidden layer of an ESOL batch) this takes 0.66 ms against torch's 1.62 ms on the
-development machine (``benchmarks/training_step_breakdown.py``, ``components_ms``).
+forward hidden layer of an ESOL batch) this took 0.26–0.66 ms against torch's 1.35–1.62
+ms on the development machine (``benchmarks/training_step_breakdown.py``,
+``components_ms``, two runs).
 
 Elsewhere (CUDA has a fused dropout kernel), and for probabilities that round to 0 or 1,
 this is ``torch.nn.functional.dropout``.
