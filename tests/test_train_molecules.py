@@ -225,11 +225,16 @@ def test_molecule_csv_api_roundtrip(tmp_path):
     assert dataset[0].y.shape == (1, 2) and torch.isnan(dataset[0].y[0, 1])
 
 
+def write_alcohols(path):
+    """Twelve linear alcohols C1..C12 with a made-up target ``y``, as a CSV."""
+    path.write_text("smiles,y\n" + "".join(f"{'C' * n}O,{n * 0.5}\n" for n in range(1, 13)))
+    return path
+
+
 def test_an_ensemble_averages_its_members_and_round_trips(tmp_path):
     from graphattn.models.molecule import MoleculeEnsemble
 
-    source = tmp_path / "m.csv"
-    source.write_text("smiles,y\n" + "".join(f"{'C' * n}O,{n * 0.5}\n" for n in range(1, 13)))
+    source = write_alcohols(tmp_path / "m.csv")
     dataset = MoleculeCSV(source, target_cols=["y"])
     config = MoleculeTrainConfig(epochs=2, ensemble=2, model={"hidden": 16, "layers": 1})
     metrics = train_molecule_model(dataset, config, run_dir=tmp_path / "run", progress=False)
@@ -247,8 +252,7 @@ def test_an_ensemble_averages_its_members_and_round_trips(tmp_path):
 
 
 def test_cli_ensemble_flag_and_its_checks(tmp_path, capsys):
-    source = tmp_path / "m.csv"
-    source.write_text("smiles,y\n" + "".join(f"{'C' * n}O,{n * 0.5}\n" for n in range(1, 13)))
+    source = write_alcohols(tmp_path / "m.csv")
     out = tmp_path / "run"
     args = ["train", "--csv", str(source), "--target-col", "y", "--epochs", "1"]
     tiny = ["--hidden", "16", "--layers", "1", "--no-progress"]

@@ -51,6 +51,10 @@ def keep_mask(shape: torch.Size | tuple[int, ...], p: float, dtype: torch.dtype)
     drop_levels = _drop_levels(p)
     if not 0 < drop_levels < _LEVELS:
         raise ValueError(f"p={p} rounds to {drop_levels / _LEVELS}; use F.dropout")
+    return _keep_mask(shape, drop_levels, dtype)
+
+
+def _keep_mask(shape: torch.Size | tuple[int, ...], drop_levels: int, dtype: torch.dtype) -> Tensor:
     count = torch.Size(shape).numel()
     words = torch.empty((count + 3) // 4, dtype=torch.int64).random_(-(2**63), None)
     uniforms = words.view(torch.int16)[:count].view(shape)  # each in [-2**15, 2**15)
@@ -75,4 +79,4 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     if x.device.type != "cpu" or not x.is_floating_point() or not 0 < drop_levels < _LEVELS:
         return F.dropout(x, p, training)
     # a plain product: autograd saves only the mask, like F.dropout
-    return x * keep_mask(x.shape, p, x.dtype)
+    return x * _keep_mask(x.shape, drop_levels, x.dtype)
