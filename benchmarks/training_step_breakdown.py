@@ -7,6 +7,9 @@ of :class:`~graphattn.models.MoleculeModel` (the library default architecture) a
 ``edge_index`` (no cached edge preparation), plus variants that isolate the attention:
 
 * ``graphattn`` / ``pyg``: the full models;
+* ``graphattn_reference_kernel``: graphattn with ``kernel="reference"`` (autograd through
+  gather / segment softmax / scatter) instead of the gather kernel that
+  ``kernel="auto"`` runs at this size (the same computation, closed-form backward);
 * ``graphattn_projections_only``: every attention layer keeps its input checks, edge
   preparation, projections (W_q, W_k, W_v, W_O, edge) and one scatter of the edge terms,
   but no scores, softmax or weighted sums: the floor for *any* attention kernel with
@@ -17,8 +20,10 @@ of :class:`~graphattn.models.MoleculeModel` (the library default architecture) a
   (:class:`graphattn.nn.Dropout`) in place of ``torch.nn.Dropout``, which isolates what
   the cheaper dropout masks save from what the attention layers save.
 
-Median step time over ``--repeats`` steps, models interleaved over ``--rounds`` rounds
-(median of the round medians). Also times two shared components on their own
+The models take turns step by step (``--repeats`` x ``--rounds`` steps each, after
+warm-up): median step time, the median of each block of ``--repeats`` steps
+(``rounds_ms``, the spread), and the median over steps of each model's ratio to the PyG
+step next to it (``paired_over_pyg``). Also times two shared components on their own
 (``components_ms``): one dropout (p=0.1) of the feed-forward hidden layer ``[N, 128]``
 of a batch, ``torch.nn.functional.dropout`` against :func:`graphattn.ops.dropout.dropout`,
 and one AdamW step over the model's parameters, torch's default (a per-parameter loop on
@@ -45,6 +50,7 @@ from _common import add_common_args, machine_info, median_ms, setup, write_outpu
 from torch import Tensor, nn
 
 from graphattn.bench.inputs import esol_batches, load_esol
+from graphattn.bench.measure import time_pass
 from graphattn.bench.models import build_molecule_model
 from graphattn.nn.dropout import Dropout
 from graphattn.ops.dropout import dropout
@@ -52,6 +58,7 @@ from graphattn.ops.graph import validate_node_features
 from graphattn.optim import adamw
 
 BATCH_SIZE, BATCHES = 128, 8
+CPU = torch.device("cpu")
 
 
 class Identity(nn.Module):
@@ -90,6 +97,8 @@ def build(name: str, atom_dim: int, bond_dim: int) -> nn.Module:
             block.attention = ProjectionsOnly(block.attention)
         elif name == "pyg_no_attention":
             block.conv = Identity()
+        elif name == "graphattn_reference_kernel":
+            block.attention.kernel = "reference"
     if name == "pyg_graphattn_dropout":
         swap_dropout(model)
     return model
@@ -105,6 +114,7 @@ def swap_dropout(model: nn.Module) -> None:
 
 MODELS = (
     "graphattn",
+    "graphattn_reference_kernel",
     "graphattn_projections_only",
     "graphattn_no_attention",
     "pyg",
@@ -113,22 +123,29 @@ MODELS = (
 )
 
 
-def median_step_ms(model: nn.Module, batches: list, repeats: int) -> float:
-    optimizer = adamw(model.parameters(), lr=1e-3)  # the trainers' optimizer, both models
-    model.train()
-
-    def prepare(i: int):
+def interleaved_steps_ms(
+    models: dict[str, nn.Module], batches: list, steps: int, warmup: int = 5
+) -> dict[str, list[float]]:
+    """Milliseconds of ``steps`` training steps of each model, the models taking turns
+    step by step (so that the machine's slow spells hit every model alike)."""
+    optimizers = {name: adamw(model.parameters(), lr=1e-3) for name, model in models.items()}
+    times: dict[str, list[float]] = {name: [] for name in models}
+    for i in range(warmup + steps):
         b = batches[i % len(batches)]
-        data = dataclasses.replace(b, edge_index=b.edge_index.clone())
+        for name, model in models.items():
+            model.train()
+            data = dataclasses.replace(b, edge_index=b.edge_index.clone())
+            optimizer = optimizers[name]
 
-        def step() -> None:
-            optimizer.zero_grad(set_to_none=True)
-            nn.functional.mse_loss(model(data), data.y).backward()
-            optimizer.step()
+            def step(model=model, data=data, optimizer=optimizer) -> None:
+                optimizer.zero_grad(set_to_none=True)
+                nn.functional.mse_loss(model(data), data.y).backward()
+                optimizer.step()
 
-        return step
-
-    return median_ms(prepare, repeats, warmup=5)
+            elapsed = time_pass(step, CPU)
+            if i >= warmup:
+                times[name].append(elapsed * 1e3)
+    return times
 
 
 def component_ms(batch, atom_dim: int, bond_dim: int, repeats: int) -> dict[str, float]:
@@ -156,7 +173,6 @@ def layer_ms(batch, repeats: int) -> dict[str, float]:
     """Median ms of one attention layer (64 channels, 4 heads, 64-wide edge features)."""
     from torch_geometric.nn import TransformerConv
 
-    from graphattn.bench.measure import time_pass
     from graphattn.nn.attention import GraphSelfAttention
 
     torch.manual_seed(0)
@@ -177,7 +193,7 @@ def layer_ms(batch, repeats: int) -> dict[str, float]:
     times: dict[str, list[float]] = {name: [] for name in layers}
     for i in range(10 + repeats * 5):
         for name, layer in layers.items():
-            elapsed = time_pass(call(layer), torch.device("cpu"))
+            elapsed = time_pass(call(layer), CPU)
             if i >= 10:  # warm-up
                 times[name].append(elapsed)
     return {name: statistics.median(values) * 1e3 for name, values in times.items()}
@@ -199,13 +215,20 @@ def main(argv: list[str] | None = None) -> int:
     setup(args)
     smiles, targets = load_esol(args.data_dir, download=False)
     batches, atom_dim, bond_dim = esol_batches(smiles, targets, BATCH_SIZE, BATCHES)
-    rounds: dict[str, list[float]] = {name: [] for name in MODELS}
-    for _ in range(args.rounds):
-        for name in MODELS:
-            rounds[name].append(
-                median_step_ms(build(name, atom_dim, bond_dim), batches, args.repeats)
-            )
-    median = {name: statistics.median(values) for name, values in rounds.items()}
+    models = {name: build(name, atom_dim, bond_dim) for name in MODELS}
+    steps = interleaved_steps_ms(models, batches, args.repeats * args.rounds)
+    median = {name: statistics.median(values) for name, values in steps.items()}
+    rounds = {  # the median of each consecutive block of --repeats steps: the spread
+        name: [
+            statistics.median(values[r * args.repeats : (r + 1) * args.repeats])
+            for r in range(args.rounds)
+        ]
+        for name, values in steps.items()
+    }
+    paired = {  # median over steps of the ratio to the PyG step taken just before or after
+        name: statistics.median(v / p for v, p in zip(values, steps["pyg"], strict=True))
+        for name, values in steps.items()
+    }
     components = component_ms(batches[0], atom_dim, bond_dim, args.repeats)
     layers = layer_ms(batches[0], args.repeats)
     pyg = median["pyg"]
@@ -218,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         "components_ms": components,
         "layer_ms": layers,
         "over_pyg": {name: value / pyg for name, value in median.items()},
+        "paired_over_pyg": paired,
         "attention_ms": {
             "graphattn": median["graphattn"] - median["graphattn_no_attention"],
             "graphattn_projections_only": median["graphattn_projections_only"]

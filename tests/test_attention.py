@@ -396,9 +396,9 @@ def test_choose_kernel_thresholds():
     assert plain < with_edges
     heads, head_dim = 4, 16
     small = plain // (heads * head_dim) - 1
-    assert choose_kernel(small, heads, head_dim, False, "cpu") == "reference"
+    assert choose_kernel(small, heads, head_dim, False, "cpu") == "gather"
     assert choose_kernel(small + 1, heads, head_dim, False, "cpu") == "fused"
-    assert choose_kernel(small + 1, heads, head_dim, True, "cpu") == "reference"
+    assert choose_kernel(small + 1, heads, head_dim, True, "cpu") == "gather"
     assert choose_kernel(with_edges // 64, heads, head_dim, True, "cpu") == "fused"
     assert choose_kernel(1, heads, head_dim, True, "cuda") == "fused"
     # between the "dense_plain" and "plain" sizes: fused only with many pairs per node
@@ -407,10 +407,10 @@ def test_choose_kernel_thresholds():
     pairs = FUSED_MIN_SIZE_CPU["dense_plain"] // (heads * head_dim)
     many = pairs // FUSED_MIN_DEGREE_CPU
     assert choose_kernel(pairs, heads, head_dim, False, "cpu", num_nodes=many) == "fused"
-    assert choose_kernel(pairs, heads, head_dim, False, "cpu", num_nodes=many + 1) == "reference"
-    assert choose_kernel(pairs - 1, heads, head_dim, False, "cpu", num_nodes=1) == "reference"
-    assert choose_kernel(pairs, heads, head_dim, True, "cpu", num_nodes=1) == "reference"
-    assert choose_kernel(pairs, heads, head_dim, False, "cpu") == "reference"
+    assert choose_kernel(pairs, heads, head_dim, False, "cpu", num_nodes=many + 1) == "gather"
+    assert choose_kernel(pairs - 1, heads, head_dim, False, "cpu", num_nodes=1) == "gather"
+    assert choose_kernel(pairs, heads, head_dim, True, "cpu", num_nodes=1) == "gather"
+    assert choose_kernel(pairs, heads, head_dim, False, "cpu") == "gather"
 
 
 @pytest.mark.parametrize("num_nodes,expect_fused", [(40, False), (12_000, True)])

@@ -80,13 +80,28 @@ def test_auto_choice_times_every_mode_of_each_size_in_one_process(data_dir, tmp_
     assert "auto / faster" in (tmp_path / "auto_choice.md").read_text()
 
 
-def test_kernel_crossover_times_both_kernels_and_records_the_auto_choice(data_dir, tmp_path):
+def test_kernel_crossover_times_every_kernel_and_records_the_auto_choice(data_dir, tmp_path):
     rows = run_smoke("kernel_crossover", data_dir, tmp_path)["rows"]
     assert rows and {r["edge_features"] for r in rows} == {False, True}
     for r in rows:
-        assert r["fused_ms"] > 0 and r["reference_ms"] > 0
-        assert r["fused_over_reference"] == r["fused_ms"] / r["reference_ms"]
-        assert r["auto_chooses"] in ("fused", "reference")
+        assert r["fused_ms"] > 0 and r["gather_ms"] > 0 and r["reference_ms"] > 0
+        assert r["fused_over_gather"] == r["fused_ms"] / r["gather_ms"]
+        assert r["gather_over_reference"] == r["gather_ms"] / r["reference_ms"]
+        assert r["auto_chooses"] in ("fused", "gather")
+
+
+def test_training_step_breakdown_times_every_model_step_by_step(data_dir, tmp_path):
+    payload = run_smoke("training_step_breakdown", data_dir, tmp_path)
+    models = set(payload["median_step_ms"])
+    assert {"graphattn", "pyg", "graphattn_no_attention", "pyg_graphattn_dropout"} <= models
+    assert all(value > 0 for value in payload["median_step_ms"].values())
+    assert set(payload["paired_over_pyg"]) == models and payload["paired_over_pyg"]["pyg"] == 1.0
+    assert all(len(values) == 1 for values in payload["rounds_ms"].values())  # --smoke: 1
+    assert set(payload["layer_ms"]) == {
+        "graphattn",
+        "graphattn_no_self_loops",
+        "pyg_transformer_conv",
+    }
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA exit")

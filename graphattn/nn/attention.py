@@ -33,13 +33,15 @@ from graphattn.ops.dense import (
     dense_memory_bytes,
     graph_sizes,
 )
+from graphattn.ops.fused import edge_attention_weights, fused_edge_attention
+from graphattn.ops.gather import gather_edge_attention
 from graphattn.ops.graph import ATTEND, EdgeSet, prepare_edges, validate_node_features
 from graphattn.ops.segment import NORMALIZERS
 
 __all__ = ["DenseMemoryError", "GraphSelfAttention"]
 
 MODES = ("sparse", "dense", "auto")
-KERNELS = ("auto", "fused", "reference")
+KERNELS = ("auto", "fused", "gather", "reference")
 DEFAULT_DENSE_BUDGET = 2 * 1024**3
 
 
@@ -65,10 +67,14 @@ class GraphSelfAttention(nn.Module):
         edge_dim: width of edge features; they are projected to C, split per head, and
             added to the keys and the values of their edge.
         bias: learn additive biases in the projections.
-        kernel: sparse kernel: ``"auto"`` (the fused kernel where it applies and, on CPU,
-            where the edge set is large enough for it to be faster, see
-            :func:`graphattn.ops.cost.choose_kernel`; else the reference), ``"fused"`` or
-            ``"reference"`` (gather / segment softmax / scatter).
+        kernel: sparse kernel: ``"auto"`` (where they apply, the fused kernel on CUDA and
+            on large CPU edge sets, the gather kernel on smaller ones, see
+            :func:`graphattn.ops.cost.choose_kernel`; else the reference), ``"fused"``
+            (:mod:`graphattn.ops.fused`: no ``[E, H, D]`` state), ``"gather"``
+            (:mod:`graphattn.ops.gather`: gather / softmax / scatter with a closed-form
+            backward) or ``"reference"`` (the same with autograd; every option works).
+            The fused and gather kernels apply to ``score="dot"``, ``normalize="softmax"``,
+            no attention dropout in training and no ``hop_bias``.
         normalize: ``"softmax"``, ``"relu"`` or ``"sigmoid"`` (see
             :func:`graphattn.ops.segment.segment_normalize`).
         max_dense_bytes: dense mode raises :class:`DenseMemoryError` instead of
@@ -310,24 +316,22 @@ class GraphSelfAttention(nn.Module):
         return layout.edges_to_dense(alpha, edges).permute(0, 3, 1, 2)
 
     # ------------------------------------------------------------------ kernels
-    def _fused_applies(self, edges: EdgeSet, edge_terms: Tensor | None, q: Tensor) -> bool:
-        if self.kernel == "reference":
-            return False
+    def sparse_kernel(self, edges: EdgeSet, edge_terms: bool, device: torch.device) -> str:
+        """The sparse kernel a call runs: ``"fused"``, ``"gather"`` or ``"reference"``."""
         plain = self.score == "dot" and self.normalize == "softmax"
-        no_dropout = self.dropout == 0.0 or not self.training
-        if self.kernel == "fused":
-            if not (plain and no_dropout):
-                raise GraphInputError(
-                    "kernel='fused' supports score='dot', normalize='softmax' and no "
-                    "attention dropout in training; use kernel='auto' to fall back to the "
-                    "reference kernel"
-                )
-            return True
-        if not (plain and no_dropout):
-            return False
+        applies = plain and (self.dropout == 0.0 or not self.training)
+        if self.kernel in ("fused", "gather") and not applies:
+            raise GraphInputError(
+                f"kernel={self.kernel!r} supports score='dot', normalize='softmax' and no "
+                "attention dropout in training; use kernel='auto' to fall back to the "
+                "reference kernel"
+            )
+        if self.kernel != "auto":
+            return self.kernel
+        if not applies:
+            return "reference"
         size = (edges.num_edges, self.heads, self.head_dim)
-        kernel = choose_kernel(*size, edge_terms is not None, q.device, edges.num_nodes)
-        return kernel == "fused"
+        return choose_kernel(*size, edge_terms, device, edges.num_nodes)
 
     def _sparse(
         self,
@@ -339,14 +343,19 @@ class GraphSelfAttention(nn.Module):
         need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
         extra = self._score_bias(edges)
-        if extra is None and self._fused_applies(edges, edge_terms, q):
-            from graphattn.ops.fused import edge_attention_weights, fused_edge_attention
-
+        kernel = (
+            "reference"
+            if extra is not None
+            else self.sparse_kernel(edges, edge_terms is not None, q.device)
+        )
+        if kernel == "fused":
             out, lse = fused_edge_attention(q, k, v, edges, None, edge_terms, edge_terms)
             alpha = (
                 edge_attention_weights(q, k, edges, lse, None, edge_terms) if need_weights else None
             )
             return out, alpha
+        if kernel == "gather":
+            return gather_edge_attention(q, k, v, edges, None, edge_terms, edge_terms)
         return reference_edge_attention(
             q,
             k,

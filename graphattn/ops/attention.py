@@ -28,7 +28,13 @@ from graphattn.ops.dropout import dropout as drop_elements
 from graphattn.ops.graph import EdgeSet
 from graphattn.ops.segment import NORMALIZERS, segment_normalize, segment_sum
 
-__all__ = ["SCORES", "dense_attention", "edge_scores", "reference_edge_attention"]
+__all__ = [
+    "SCORES",
+    "check_edge_attention_inputs",
+    "dense_attention",
+    "edge_scores",
+    "reference_edge_attention",
+]
 
 SCORES = ("dot", "additive")
 
@@ -36,6 +42,34 @@ SCORES = ("dot", "additive")
 def default_scale(head_dim: int, scale: float | None) -> float:
     """The score scale: ``scale`` if given, else :math:`1/\\sqrt{d}`."""
     return 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
+
+
+def check_edge_attention_inputs(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    edges: EdgeSet,
+    edge_key: Tensor | None,
+    edge_value: Tensor | None,
+) -> None:
+    """Raise ValueError unless q, k, v are ``[N, H, D]`` on the edge set's N nodes and
+    the edge terms ``[E, H, D]``, all of one dtype and device."""
+    if q.dim() != 3 or k.shape != q.shape or v.shape != q.shape:
+        raise ValueError(
+            f"q, k, v must all have shape [N, H, D], got {list(q.shape)}, "
+            f"{list(k.shape)}, {list(v.shape)}"
+        )
+    if q.size(0) != edges.num_nodes:
+        raise ValueError(f"q has {q.size(0)} nodes but the edge set has {edges.num_nodes}")
+    expected = [edges.num_edges, *q.shape[1:]]
+    for name, t in (("edge_key", edge_key), ("edge_value", edge_value)):
+        if t is not None and list(t.shape) != expected:
+            raise ValueError(f"{name} must have shape {expected}, got {list(t.shape)}")
+    for name, t in (("k", k), ("v", v), ("edge_key", edge_key), ("edge_value", edge_value)):
+        if t is not None and (t.dtype != q.dtype or t.device != q.device):
+            raise ValueError(f"{name} is {t.dtype} on {t.device} but q is {q.dtype} on {q.device}")
+    if edges.edge_index.device != q.device:
+        raise ValueError(f"edges are on {edges.edge_index.device} but q is on {q.device}")
 
 
 def edge_scores(

@@ -16,7 +16,7 @@ per-pair costs to decide (``DENSE_MIN_WORK``).
 
 ``kernel`` (sparse mode, CPU): the fused kernel loops over heads with a few sparse
 products each, a fixed cost per call that pays off only on large edge sets; on small
-ones (a batch of molecules) the reference kernel's ``[E, H, D]`` temporaries are small
+ones (a batch of molecules) the gather kernel's ``[E, H, D]`` temporaries are small
 and it is faster. Part of the fused kernel's cost grows with the nodes rather than the
 edges, so between the two size thresholds it is chosen only for graphs of high average
 in-degree. With edge features the fused CPU kernel gathers per head as well, so
@@ -77,7 +77,7 @@ def choose_kernel(
     device,
     num_nodes: int | None = None,
 ) -> str:
-    """Return ``"fused"`` or ``"reference"`` for one call of a sparse layer.
+    """Return ``"fused"`` or ``"gather"`` for one call of a sparse layer.
 
     On CPU: fused from E'·H·D ≥ ``FUSED_MIN_SIZE_CPU["edge_terms"]`` with edge features;
     without, from ``FUSED_MIN_SIZE_CPU["plain"]``, or already from ``["dense_plain"]``
@@ -94,11 +94,11 @@ def choose_kernel(
         return "fused"
     size = num_edges * heads * head_dim
     if edge_terms:
-        return "fused" if size >= FUSED_MIN_SIZE_CPU["edge_terms"] else "reference"
+        return "fused" if size >= FUSED_MIN_SIZE_CPU["edge_terms"] else "gather"
     if size >= FUSED_MIN_SIZE_CPU["plain"]:
         return "fused"
     dense = num_nodes is not None and num_edges >= FUSED_MIN_DEGREE_CPU * num_nodes
-    return "fused" if dense and size >= FUSED_MIN_SIZE_CPU["dense_plain"] else "reference"
+    return "fused" if dense and size >= FUSED_MIN_SIZE_CPU["dense_plain"] else "gather"
 
 
 def choose_mode(

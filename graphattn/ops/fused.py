@@ -54,7 +54,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from graphattn.ops.attention import default_scale
+from graphattn.ops.attention import check_edge_attention_inputs, default_scale
 from graphattn.ops.graph import EdgeSet
 
 __all__ = ["BACKENDS", "edge_attention_weights", "fused_edge_attention"]
@@ -350,32 +350,6 @@ class _FusedEdgeAttention(torch.autograd.Function):
         return (*grads, None, None, None)
 
 
-def _check_inputs(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    edges: EdgeSet,
-    edge_key: Tensor | None,
-    edge_value: Tensor | None,
-) -> None:
-    if q.dim() != 3 or k.shape != q.shape or v.shape != q.shape:
-        raise ValueError(
-            f"q, k, v must all have shape [N, H, D], got {list(q.shape)}, "
-            f"{list(k.shape)}, {list(v.shape)}"
-        )
-    if q.size(0) != edges.num_nodes:
-        raise ValueError(f"q has {q.size(0)} nodes but the edge set has {edges.num_nodes}")
-    expected = [edges.num_edges, *q.shape[1:]]
-    for name, t in (("edge_key", edge_key), ("edge_value", edge_value)):
-        if t is not None and list(t.shape) != expected:
-            raise ValueError(f"{name} must have shape {expected}, got {list(t.shape)}")
-    for name, t in (("k", k), ("v", v), ("edge_key", edge_key), ("edge_value", edge_value)):
-        if t is not None and (t.dtype != q.dtype or t.device != q.device):
-            raise ValueError(f"{name} is {t.dtype} on {t.device} but q is {q.dtype} on {q.device}")
-    if edges.edge_index.device != q.device:
-        raise ValueError(f"edges are on {edges.edge_index.device} but q is on {q.device}")
-
-
 def fused_edge_attention(
     q: Tensor,
     k: Tensor,
@@ -403,7 +377,7 @@ def fused_edge_attention(
         node's scores (``-inf``, with ``out = 0``, for a node without incoming edges).
         ``lse`` is float32 for half-precision inputs. Both are differentiable.
     """
-    _check_inputs(q, k, v, edges, edge_key, edge_value)
+    check_edge_attention_inputs(q, k, v, edges, edge_key, edge_value)
     scale = default_scale(q.size(-1), scale)
     backend = _select_backend(backend, q.device)
     if edges.num_edges == 0:
