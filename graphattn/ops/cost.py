@@ -54,16 +54,19 @@ CROSSOVER_DENSITY = {"cpu": 0.25, "cuda": 0.45}
 DENSE_MIN_WORK = {"cpu": 0, "cuda": 2**29}
 
 # Smallest E·H·D (allowed pairs x heads x head dim) for which kernel="auto" runs the fused
-# kernel on CPU (benchmarks/kernel_crossover.py: forward + backward of one layer, F=64,
-# 4 heads x 16, 1 thread; fused / reference time, two runs):
-# - no edge features: 1.6-1.7 at 0.08M (ESOL batches of 32), 1.0-1.2 at 0.34M, 0.8-1.3 at
-#   0.70M, 1.07 at 1.3M, 0.4-0.6 at 1.4M, 0.5-0.6 at 3.5M, 0.26 at 14M;
-#   with 2 threads (paired timing, benchmarks/auto_choice.py, five runs) 0.64-1.04 (median
-#   0.82) at 0.70M with 11 pairs per node, but 0.99-1.38 (median 1.2) at 0.77M with 6, and
-#   1.17-1.42 at 0.33M (ESOL batches of 128, 3 pairs per node): hence "dense_plain";
-# - with edge features the fused CPU kernel is never clearly faster (1.0-2.4 up to 3.5M,
-#   0.9-1.0 at 14M): from 2^23 (32 MiB per [E, H, D] tensor) it is chosen for memory,
-#   since the reference kernel keeps about three more [E, H, D] tensors for backward.
+# kernel on CPU; below it runs the gather kernel. benchmarks/kernel_crossover.py: forward +
+# backward of one layer, F=64, 4 heads x 16, 1 thread; fused / gather time, the kernels
+# interleaved call by call (benchmarks/results/kernels/):
+# - no edge features: 1.58 at 0.08M (ESOL batches of 32), 1.04 at 0.34M (ESOL 128),
+#   1.18 at 0.35M (random, in-degree 11), 0.97 at 0.70M, 0.71-0.79 at 1.3-1.4M, 0.56 at
+#   3.5M, 0.25 at 14M. Before the gather kernel, fused / reference with 2 threads (paired
+#   timing, benchmarks/auto_choice.py, five runs) was 0.64-1.04 (median 0.82) at 0.70M
+#   with 11 pairs per node, but 0.99-1.38 (median 1.2) at 0.77M with 6, and 1.17-1.42 at
+#   0.33M (ESOL batches of 128, 3 pairs per node): hence "dense_plain";
+# - with edge features the fused CPU kernel is slower up to 1.4M (1.21-1.93), level at
+#   3.5M (0.97) and a little faster at 14M (0.89): from 2^23 (32 MiB per [E, H, D] tensor)
+#   it is chosen for memory, since the gather kernel keeps two [E, H, D] tensors for
+#   backward.
 FUSED_MIN_SIZE_CPU = {"plain": 2**20, "edge_terms": 2**23, "dense_plain": 2**19}
 # Pairs per node from which "dense_plain" applies (no edge features).
 FUSED_MIN_DEGREE_CPU = 8

