@@ -112,3 +112,18 @@ def test_layer_refuses_gather_where_it_does_not_apply() -> None:
     assert dropout.sparse_kernel(edges, False, torch.device("cpu")) == "reference"
     dropout.eval()
     assert dropout.sparse_kernel(edges, False, torch.device("cpu")) == "gather"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_half_precision_on_cpu_matches_reference(dtype: torch.dtype) -> None:
+    torch.manual_seed(0)
+    edges = random_graph(30, 90)
+    inputs = [t.detach().to(dtype).requires_grad_() for t in random_inputs(edges, 2, 8, True)]
+    out, _ = gather_edge_attention(*inputs[:3], edges, None, *inputs[3:])
+    ref, _ = reference_edge_attention(
+        *(t.float() for t in inputs[:3]), edges, None, *(t.float() for t in inputs[3:])
+    )
+    assert out.dtype == dtype
+    torch.testing.assert_close(out.float(), ref, atol=3e-2, rtol=3e-2)
+    out.float().sum().backward()
+    assert all(t.grad.dtype == dtype and bool(torch.isfinite(t.grad).all()) for t in inputs)
