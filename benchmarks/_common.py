@@ -104,13 +104,15 @@ class Timer:
         self.seconds = time.perf_counter() - self.start
 
 
-def median_ms(
-    prepare: Callable[[int], Callable[[], None]],
+def interleaved_ms(
+    prepares: dict[str, Callable[[int], Callable[[], None]]],
     repeats: int,
     warmup: int,
     device: torch.device | str = "cpu",
-) -> float:
-    """Median milliseconds of ``repeats`` timed calls after ``warmup`` untimed ones.
+) -> dict[str, list[float]]:
+    """Milliseconds of ``repeats`` timed calls of each entry after ``warmup`` untimed ones,
+    the entries taking turns call by call, so that a slow spell of the machine hits them
+    all alike.
 
     ``prepare(i)`` builds call ``i`` (fresh inputs, say) outside the timed region and
     returns it; see :func:`graphattn.bench.measure.time_pass` (CUDA: events).
@@ -118,10 +120,24 @@ def median_ms(
     from graphattn.bench.measure import time_pass
 
     device = torch.device(device)
-    for i in range(warmup):
-        prepare(i)()
-    times = [time_pass(prepare(warmup + i), device) for i in range(repeats)]
-    return statistics.median(times) * 1e3
+    times: dict[str, list[float]] = {name: [] for name in prepares}
+    for i in range(warmup + repeats):
+        for name, prepare in prepares.items():
+            seconds = time_pass(prepare(i), device)
+            if i >= warmup:
+                times[name].append(seconds * 1e3)
+    return times
+
+
+def median_ms(
+    prepare: Callable[[int], Callable[[], None]],
+    repeats: int,
+    warmup: int,
+    device: torch.device | str = "cpu",
+) -> float:
+    """Median milliseconds of ``repeats`` timed calls after ``warmup`` untimed ones
+    (``prepare`` as in :func:`interleaved_ms`)."""
+    return statistics.median(interleaved_ms({"": prepare}, repeats, warmup, device)[""])
 
 
 def summarize(values: Iterable[float | None]) -> dict:

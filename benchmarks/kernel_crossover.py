@@ -24,6 +24,7 @@ import sys
 import torch
 from _common import (
     add_common_args,
+    interleaved_ms,
     machine_info,
     machine_line,
     markdown_table,
@@ -32,7 +33,6 @@ from _common import (
 )
 
 from graphattn.bench.inputs import esol_batches, load_esol, random_graph
-from graphattn.bench.measure import time_pass
 from graphattn.nn import GraphSelfAttention
 from graphattn.ops.cost import choose_kernel
 
@@ -41,7 +41,6 @@ MOLECULE_BATCHES = (32, 128, 512)
 RANDOM_SIZES = (500, 1000, 2000, 5000, 20000)
 KERNELS = ("fused", "gather", "reference")
 WARMUP = 3
-CPU = torch.device("cpu")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -68,18 +67,16 @@ def measure(edge_index, num_nodes: int, batch, edge_features: bool, repeats: int
             kernel=kernel,
             edge_dim=CHANNELS if edge_features else None,
         )
-    samples: dict[str, list[float]] = {kernel: [] for kernel in KERNELS}
-    for i in range(WARMUP + repeats):
-        for kernel, layer in layers.items():
+
+    def calls_of(layer: GraphSelfAttention):
+        def prepare(i: int):
             fresh = edge_index.clone()  # no cached edge preparation
+            return lambda: layer(x, fresh, edge_attr, batch).sum().backward()
 
-            def step(layer=layer, fresh=fresh) -> None:
-                layer(x, fresh, edge_attr, batch).sum().backward()
+        return prepare
 
-            seconds = time_pass(step, CPU)
-            if i >= WARMUP:
-                samples[kernel].append(seconds)
-    times = {kernel: statistics.median(values) * 1e3 for kernel, values in samples.items()}
+    samples = interleaved_ms({k: calls_of(layer) for k, layer in layers.items()}, repeats, WARMUP)
+    times = {kernel: statistics.median(values) for kernel, values in samples.items()}
     layer = layers["reference"]
     pairs = layer.allowed_edges(edge_index, num_nodes, batch).num_edges
     size = pairs * CHANNELS

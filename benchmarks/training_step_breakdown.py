@@ -46,11 +46,17 @@ import statistics
 import sys
 
 import torch
-from _common import add_common_args, machine_info, median_ms, setup, write_outputs
+from _common import (
+    add_common_args,
+    interleaved_ms,
+    machine_info,
+    median_ms,
+    setup,
+    write_outputs,
+)
 from torch import Tensor, nn
 
 from graphattn.bench.inputs import esol_batches, load_esol
-from graphattn.bench.measure import time_pass
 from graphattn.bench.models import build_molecule_model
 from graphattn.nn.dropout import Dropout
 from graphattn.ops.dropout import dropout
@@ -58,7 +64,6 @@ from graphattn.ops.graph import validate_node_features
 from graphattn.optim import adamw
 
 BATCH_SIZE, BATCHES = 128, 8
-CPU = torch.device("cpu")
 
 
 class Identity(nn.Module):
@@ -128,24 +133,26 @@ def interleaved_steps_ms(
 ) -> dict[str, list[float]]:
     """Milliseconds of ``steps`` training steps of each model, the models taking turns
     step by step (so that the machine's slow spells hit every model alike)."""
-    optimizers = {name: adamw(model.parameters(), lr=1e-3) for name, model in models.items()}
-    times: dict[str, list[float]] = {name: [] for name in models}
-    for i in range(warmup + steps):
-        b = batches[i % len(batches)]
-        for name, model in models.items():
-            model.train()
-            data = dataclasses.replace(b, edge_index=b.edge_index.clone())
-            optimizer = optimizers[name]
 
-            def step(model=model, data=data, optimizer=optimizer) -> None:
+    def steps_of(model: nn.Module):
+        optimizer = adamw(model.parameters(), lr=1e-3)
+        model.train()
+
+        def prepare(i: int):
+            b = batches[i % len(batches)]
+            data = dataclasses.replace(b, edge_index=b.edge_index.clone())
+
+            def step() -> None:
                 optimizer.zero_grad(set_to_none=True)
                 nn.functional.mse_loss(model(data), data.y).backward()
                 optimizer.step()
 
-            elapsed = time_pass(step, CPU)
-            if i >= warmup:
-                times[name].append(elapsed * 1e3)
-    return times
+            return step
+
+        return prepare
+
+    prepares = {name: steps_of(model) for name, model in models.items()}
+    return interleaved_ms(prepares, steps, warmup)
 
 
 def component_ms(batch, atom_dim: int, bond_dim: int, repeats: int) -> dict[str, float]:
@@ -186,17 +193,16 @@ def layer_ms(batch, repeats: int) -> dict[str, float]:
         "pyg_transformer_conv": TransformerConv(64, 16, heads=4, edge_dim=64),
     }
 
-    def call(layer: nn.Module):
-        edge_index = batch.edge_index.clone()
-        return lambda: layer(x, edge_index, edge_attr).sum().backward()
+    def calls_of(layer: nn.Module):
+        def prepare(i: int):
+            edge_index = batch.edge_index.clone()  # no cached edge preparation
+            return lambda: layer(x, edge_index, edge_attr).sum().backward()
 
-    times: dict[str, list[float]] = {name: [] for name in layers}
-    for i in range(10 + repeats * 5):
-        for name, layer in layers.items():
-            elapsed = time_pass(call(layer), CPU)
-            if i >= 10:  # warm-up
-                times[name].append(elapsed)
-    return {name: statistics.median(values) * 1e3 for name, values in times.items()}
+        return prepare
+
+    prepares = {name: calls_of(layer) for name, layer in layers.items()}
+    times = interleaved_ms(prepares, repeats * 5, warmup=10)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

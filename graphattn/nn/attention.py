@@ -318,6 +318,8 @@ class GraphSelfAttention(nn.Module):
     # ------------------------------------------------------------------ kernels
     def sparse_kernel(self, edges: EdgeSet, edge_terms: bool, device: torch.device) -> str:
         """The sparse kernel a call runs: ``"fused"``, ``"gather"`` or ``"reference"``."""
+        if self.hop_embedding is not None:  # a score bias: only the reference kernel has it
+            return "reference"
         plain = self.score == "dot" and self.normalize == "softmax"
         applies = plain and (self.dropout == 0.0 or not self.training)
         if self.kernel in ("fused", "gather") and not applies:
@@ -342,12 +344,7 @@ class GraphSelfAttention(nn.Module):
         edge_terms: Tensor | None,
         need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
-        extra = self._score_bias(edges)
-        kernel = (
-            "reference"
-            if extra is not None
-            else self.sparse_kernel(edges, edge_terms is not None, q.device)
-        )
+        kernel = self.sparse_kernel(edges, edge_terms is not None, q.device)
         if kernel == "fused":
             out, lse = fused_edge_attention(q, k, v, edges, None, edge_terms, edge_terms)
             alpha = (
@@ -363,7 +360,7 @@ class GraphSelfAttention(nn.Module):
             edges,
             edge_key=edge_terms,
             edge_value=edge_terms,
-            score_bias=extra,
+            score_bias=self._score_bias(edges),
             **self._kernel_options(),
         )
 
