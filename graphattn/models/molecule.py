@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from graphattn.errors import GraphInputError
 from graphattn.models.readout import Readout
 from graphattn.nn.dropout import Dropout
+from graphattn.nn.edge_features import LinearEdgeEncoding
 from graphattn.nn.encodings import PositionalEncoder
 from graphattn.nn.hybrid import HybridLayer
 from graphattn.nn.transformer import GraphTransformerLayer, make_norm
@@ -164,8 +165,8 @@ class MoleculeModel(nn.Module):
         if self.pe_encoder is not None:
             h = self.pe_encoder(h, getattr(data, PE_ATTRIBUTES[self.config.pe]), data.batch)
         edge_attr = None
-        if self.bond_encoder is not None:
-            edge_attr = self.bond_encoder(data.edge_attr.to(h.dtype))
+        if self.bond_encoder is not None:  # each layer composes its edge map with it
+            edge_attr = LinearEdgeEncoding(data.edge_attr.to(h.dtype), self.bond_encoder)
         for layer in self.layers:
             h = layer(h, data.edge_index, edge_attr, data.batch)
         return self.final_norm(h)

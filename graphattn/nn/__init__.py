@@ -2,6 +2,7 @@
 
 from graphattn.nn.attention import DenseMemoryError, GraphSelfAttention
 from graphattn.nn.dropout import Dropout
+from graphattn.nn.edge_features import LinearEdgeEncoding
 from graphattn.nn.encodings import PositionalEncoder
 from graphattn.nn.hybrid import HybridLayer
 from graphattn.nn.transformer import GraphTransformerLayer
@@ -12,5 +13,6 @@ __all__ = [
     "GraphSelfAttention",
     "GraphTransformerLayer",
     "HybridLayer",
+    "LinearEdgeEncoding",
     "PositionalEncoder",
 ]

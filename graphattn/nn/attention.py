@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from graphattn.errors import GraphInputError
+from graphattn.nn.edge_features import LinearEdgeEncoding
 from graphattn.ops.attention import SCORES, dense_attention, reference_edge_attention
 from graphattn.ops.cost import choose_kernel, choose_mode
 from graphattn.ops.dense import (
@@ -180,12 +181,27 @@ class GraphSelfAttention(nn.Module):
             batch=batch,
         )
 
-    def _edge_terms(self, edges: EdgeSet, edge_attr: Tensor | None) -> Tensor | None:
+    def _edge_terms(
+        self, edges: EdgeSet, edge_attr: Tensor | LinearEdgeEncoding | None
+    ) -> Tensor | None:
         """``[E', H, D]`` projected edge features on the prepared edges (or None)."""
         if self.lin_edge is None:
             return None
         if edge_attr is None:
             raise GraphInputError(f"this layer has edge_dim={self.edge_dim}: pass edge_attr")
+        if isinstance(edge_attr, LinearEdgeEncoding):
+            if edge_attr.out_features != self.edge_dim:
+                raise GraphInputError(
+                    f"edge_attr encodes {edge_attr.out_features} features but this layer "
+                    f"has edge_dim={self.edge_dim}"
+                )
+            if edge_attr.raw.size(0) != edges.input_to_edge.numel():
+                raise GraphInputError(
+                    f"edge_attr has {edge_attr.raw.size(0)} rows but edge_index has "
+                    f"{edges.input_to_edge.numel()} edges"
+                )
+            terms = edge_attr.project(edges, self.lin_edge)
+            return terms.view(-1, self.heads, self.head_dim)
         if edge_attr.dim() == 1:
             edge_attr = edge_attr.unsqueeze(-1)
         if edge_attr.size(-1) != self.edge_dim:
@@ -259,7 +275,7 @@ class GraphSelfAttention(nn.Module):
         self,
         x: Tensor,
         edge_index: Tensor,
-        edge_attr: Tensor | None = None,
+        edge_attr: Tensor | LinearEdgeEncoding | None = None,
         batch: Tensor | None = None,
         return_attention: bool = False,
         mode: str | None = None,
@@ -269,7 +285,9 @@ class GraphSelfAttention(nn.Module):
         Args:
             x: ``[N, in_channels]`` node features.
             edge_index: ``[2, E]`` long; sources in row 0, targets in row 1.
-            edge_attr: ``[E, edge_dim]`` edge features (needed iff ``edge_dim`` is set).
+            edge_attr: ``[E, edge_dim]`` edge features (needed iff ``edge_dim`` is set),
+                or a :class:`~graphattn.nn.edge_features.LinearEdgeEncoding` of raw ones
+                (the same result, fewer operations).
             batch: ``[N]`` graph index of each node (needed by dense mode for batches).
             return_attention: also return the used edges and their weights.
             mode: override ``self.mode`` for this call.
@@ -300,7 +318,7 @@ class GraphSelfAttention(nn.Module):
         x: Tensor,
         edge_index: Tensor,
         batch: Tensor | None = None,
-        edge_attr: Tensor | None = None,
+        edge_attr: Tensor | LinearEdgeEncoding | None = None,
         mode: str | None = None,
     ) -> Tensor:
         """Attention weights as a dense ``[num_graphs, H, N_max, N_max]`` tensor.

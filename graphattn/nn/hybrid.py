@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from graphattn.nn.attention import GraphSelfAttention
 from graphattn.nn.dropout import Dropout
+from graphattn.nn.edge_features import LinearEdgeEncoding
 from graphattn.nn.transformer import feed_forward, make_norm
 
 __all__ = ["HybridLayer"]
@@ -81,7 +82,7 @@ class HybridLayer(nn.Module):
         self,
         x: Tensor,
         edge_index: Tensor,
-        edge_attr: Tensor | None = None,
+        edge_attr: Tensor | LinearEdgeEncoding | None = None,
         batch: Tensor | None = None,
         mode: str | None = None,
     ) -> Tensor:

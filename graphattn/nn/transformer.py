@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from graphattn.errors import GraphInputError
 from graphattn.nn.attention import GraphSelfAttention
 from graphattn.nn.dropout import Dropout
+from graphattn.nn.edge_features import LinearEdgeEncoding
 
 __all__ = ["GraphTransformerLayer"]
 
@@ -103,7 +104,7 @@ class GraphTransformerLayer(nn.Module):
         self,
         x: Tensor,
         edge_index: Tensor,
-        edge_attr: Tensor | None = None,
+        edge_attr: Tensor | LinearEdgeEncoding | None = None,
         batch: Tensor | None = None,
         return_attention: bool = False,
         mode: str | None = None,

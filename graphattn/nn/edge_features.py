@@ -1,0 +1,104 @@
+r"""Edge features given as a linear encoding of raw ones, left unevaluated.
+
+A molecule model encodes its R raw bond features once, :math:`e = W_b r + b_b`
+(``[E, C]``), and every attention layer projects them again, :math:`W_e e + b_e`. The
+two maps compose:
+
+.. math::
+    W_e (W_b r + b_b) + b_e = (W_e W_b)\, r + (W_e b_b + b_e)
+
+so each layer can apply the composed ``C x R`` map to the R-wide raw features instead
+of its ``C x C`` map to the C-wide encoded ones: the same values and the same gradients
+for both weights, with R instead of C multiply-adds per edge and output channel (R = 7
+bond features against C = 64 channels for the default molecule model), and no
+``[E, C]`` encoding to keep for backward.
+
+Pass a :class:`LinearEdgeEncoding` wherever :class:`~graphattn.nn.GraphSelfAttention`
+takes ``edge_attr``; :meth:`LinearEdgeEncoding.materialize` gives the plain tensor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from graphattn.errors import GraphInputError
+from graphattn.ops.graph import EdgeSet
+
+__all__ = ["LinearEdgeEncoding"]
+
+_CACHE_SLOT = "linear_edge_encoding"
+
+
+@dataclass(frozen=True)
+class LinearEdgeEncoding:
+    """The edge features ``encoder(raw)``, not computed until a layer needs them.
+
+    Args:
+        raw: ``[E, R]`` raw edge features (``R = encoder.in_features``).
+        encoder: the linear map to the ``[E, encoder.out_features]`` encoded features.
+    """
+
+    raw: Tensor
+    encoder: nn.Linear
+
+    def __post_init__(self) -> None:
+        width = self.encoder.in_features
+        if self.raw.dim() != 2 or self.raw.size(1) != width:
+            raise GraphInputError(
+                f"raw edge features must have shape [E, {width}] for the encoder "
+                f"{self.encoder}, got {list(self.raw.shape)}"
+            )
+
+    @property
+    def out_features(self) -> int:
+        return self.encoder.out_features
+
+    def materialize(self) -> Tensor:
+        """``[E, out_features]``: ``encoder(raw)``."""
+        return self.encoder(self.raw.to(self.encoder.weight.dtype))
+
+    def project(self, edges: EdgeSet, linear: nn.Linear) -> Tensor:
+        """``[E', C]``: ``linear`` applied to the encoded features on the prepared edges.
+
+        Equal to ``linear(edges.merge_edge_features(encoder(raw)))``, except that
+        prepared edges without an input edge (added self-loops, k-hop pairs) get
+        ``linear(0) = linear.bias``, as :class:`~graphattn.nn.GraphSelfAttention` gives
+        them with plain edge features. Computed as one product of the composed map
+        with ``[merged raw, has an input edge, 1]`` (built once per edge set).
+        """
+        weight = linear.weight
+        columns = [weight @ self.encoder.weight]
+        if self.encoder.bias is not None:
+            columns.append((weight @ self.encoder.bias).unsqueeze(1))
+        if linear.bias is not None:
+            columns.append(linear.bias.unsqueeze(1))
+        inputs = self._prepared_inputs(edges, linear.bias is not None, weight.dtype)
+        return F.linear(inputs, torch.cat(columns, dim=1))
+
+    def _prepared_inputs(self, edges: EdgeSet, constant: bool, dtype: torch.dtype) -> Tensor:
+        """``[E', R (+1) (+1)]``: merged raw features, the has-an-input-edge indicator
+        (with an encoder bias) and a column of ones (with a layer bias).
+
+        Kept in one slot of the edge set's cache, so that a stack of layers builds it
+        once per graph (not for raw features that need a gradient: the cached tensor
+        would carry one step's autograd graph into the next).
+        """
+        stamp = (self.raw._version, constant, dtype)
+        hit = edges.cache.get(_CACHE_SLOT)
+        if hit is not None and hit[0] is self.raw and hit[1] == stamp:
+            return hit[2]
+        raw = self.raw.to(dtype)
+        columns = [edges.merge_edge_features(raw)]
+        indicator = (edges.input_count > 0).to(dtype).unsqueeze(1)
+        if self.encoder.bias is not None:
+            columns.append(indicator)
+        if constant:
+            columns.append(torch.ones_like(indicator))
+        inputs = torch.cat(columns, dim=1)
+        if not self.raw.requires_grad:
+            edges.cache[_CACHE_SLOT] = (self.raw, stamp, inputs)
+        return inputs
