@@ -8,7 +8,11 @@ architecture of :class:`~graphattn.models.molecule.MoleculeModel` rebuilt from
 Differences that stay: graphattn attends over the edges plus a self-loop per node and
 applies an output projection; ``TransformerConv`` attends over the edges only and adds
 a projected skip connection (``root_weight``). Both layers have the same number of
-weight matrices (query, key, value, edge, and output or skip).
+weight matrices (query, key, value, edge, and output or skip). Both molecule models
+compute the same edge terms, the layer's edge map applied to the bond encoder's output;
+``MoleculeModel`` composes the two linear maps first
+(:class:`~graphattn.nn.edge_features.LinearEdgeEncoding`), the PyG mirror feeds the
+encoded ``[E, hidden]`` features to ``TransformerConv`` as PyG users do.
 """
 
 from __future__ import annotations
