@@ -145,3 +145,20 @@ def test_edges_without_input_edges_get_only_the_layer_bias() -> None:
     torch.testing.assert_close(terms[loops], linear.bias.expand(int(loops.sum()), -1))
     want = linear(edges.merge_edge_features(encoder(raw)))[~loops]
     torch.testing.assert_close(terms[~loops], want, atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_matches_cpu() -> None:
+    """On CUDA (the Triton kernel by default) the encoding gives the CPU result."""
+    x, edge_index, batch, raw, encoder = inputs()
+    layer = GraphSelfAttention(CHANNELS, CHANNELS, heads=2, edge_dim=CHANNELS).double()
+    with torch.no_grad():
+        expected = layer(x, edge_index, LinearEdgeEncoding(raw, encoder), batch)
+    layer, encoder = layer.float().cuda(), encoder.float().cuda()
+    lazy = LinearEdgeEncoding(raw.float().cuda(), encoder)
+    cuda_inputs = [t.cuda() for t in (x.detach().float(), edge_index, batch)]
+    got = layer(cuda_inputs[0], cuda_inputs[1], lazy, cuda_inputs[2])
+    want = layer(cuda_inputs[0], cuda_inputs[1], encoder(lazy.raw), cuda_inputs[2])
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got.double().cpu(), expected, atol=1e-4, rtol=1e-4)
