@@ -78,8 +78,8 @@ def test_prepared_inputs_are_built_once_per_graph_and_follow_in_place_changes() 
     layer = GraphSelfAttention(CHANNELS, CHANNELS, heads=2, edge_dim=CHANNELS).double()
     edges = layer.allowed_edges(edge_index, x.size(0), batch)
     lazy = LinearEdgeEncoding(raw, encoder)
-    first = lazy._prepared_inputs(edges, True, torch.float64)
-    assert lazy._prepared_inputs(edges, True, torch.float64) is first
+    first = lazy._prepared_inputs(edges, torch.float64)
+    assert lazy._prepared_inputs(edges, torch.float64) is first
     assert first.shape == (edges.num_edges, RAW + 2)
     # the indicator column: 1 on prepared edges with an input edge, 0 on added loops
     torch.testing.assert_close(first[:, RAW], (edges.input_count > 0).double())

@@ -195,11 +195,6 @@ class GraphSelfAttention(nn.Module):
                     f"edge_attr encodes {edge_attr.out_features} features but this layer "
                     f"has edge_dim={self.edge_dim}"
                 )
-            if edge_attr.raw.size(0) != edges.input_to_edge.numel():
-                raise GraphInputError(
-                    f"edge_attr has {edge_attr.raw.size(0)} rows but edge_index has "
-                    f"{edges.input_to_edge.numel()} edges"
-                )
             terms = edge_attr.project(edges, self.lin_edge)
             return terms.view(-1, self.heads, self.head_dim)
         if edge_attr.dim() == 1:

@@ -71,34 +71,28 @@ class LinearEdgeEncoding:
         with ``[merged raw, has an input edge, 1]`` (built once per edge set).
         """
         weight = linear.weight
-        columns = [weight @ self.encoder.weight]
-        if self.encoder.bias is not None:
-            columns.append((weight @ self.encoder.bias).unsqueeze(1))
-        if linear.bias is not None:
-            columns.append(linear.bias.unsqueeze(1))
-        inputs = self._prepared_inputs(edges, linear.bias is not None, weight.dtype)
-        return F.linear(inputs, torch.cat(columns, dim=1))
+        no_bias = weight.new_zeros(weight.size(0))  # a missing bias is a zero column
+        encoder_bias = self.encoder.bias
+        inner = no_bias if encoder_bias is None else weight @ encoder_bias
+        outer = no_bias if linear.bias is None else linear.bias
+        composed = torch.cat([weight @ self.encoder.weight, inner[:, None], outer[:, None]], 1)
+        return F.linear(self._prepared_inputs(edges, weight.dtype), composed)
 
-    def _prepared_inputs(self, edges: EdgeSet, constant: bool, dtype: torch.dtype) -> Tensor:
-        """``[E', R (+1) (+1)]``: merged raw features, the has-an-input-edge indicator
-        (with an encoder bias) and a column of ones (with a layer bias).
+    def _prepared_inputs(self, edges: EdgeSet, dtype: torch.dtype) -> Tensor:
+        """``[E', R + 2]``: merged raw features, the has-an-input-edge indicator and a
+        column of ones.
 
         Kept in one slot of the edge set's cache, so that a stack of layers builds it
         once per graph (not for raw features that need a gradient: the cached tensor
         would carry one step's autograd graph into the next).
         """
-        stamp = (self.raw._version, constant, dtype)
+        stamp = (self.raw._version, dtype)
         hit = edges.cache.get(_CACHE_SLOT)
         if hit is not None and hit[0] is self.raw and hit[1] == stamp:
             return hit[2]
-        raw = self.raw.to(dtype)
-        columns = [edges.merge_edge_features(raw)]
         indicator = (edges.input_count > 0).to(dtype).unsqueeze(1)
-        if self.encoder.bias is not None:
-            columns.append(indicator)
-        if constant:
-            columns.append(torch.ones_like(indicator))
-        inputs = torch.cat(columns, dim=1)
+        merged = edges.merge_edge_features(self.raw.to(dtype))
+        inputs = torch.cat([merged, indicator, torch.ones_like(indicator)], dim=1)
         if not self.raw.requires_grad:
             edges.cache[_CACHE_SLOT] = (self.raw, stamp, inputs)
         return inputs
