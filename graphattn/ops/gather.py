@@ -80,9 +80,12 @@ class _GatherEdgeAttention(torch.autograd.Function):
         src, dst = edges.edge_index
         keys = _on_edges(k, src, edge_key)
         values = _on_edges(v, src, edge_value)
-        scores = torch.linalg.vecdot(q.index_select(0, dst), keys).mul_(scale)
+        # One [E, H, D] buffer for both products: at molecule size a fresh [E, H, D]
+        # tensor costs more in first-touch page faults than its arithmetic.
+        work = q.index_select(0, dst)
+        scores = work.mul_(keys).sum(-1).mul_(scale)
         alpha = _softmax(scores, edges)
-        out = _sum_into(q.size(0), dst, alpha.unsqueeze(-1) * values)
+        out = _sum_into(q.size(0), dst, torch.mul(alpha.unsqueeze(-1), values, out=work))
         ctx.save_for_backward(q, keys, values, alpha, out)
         ctx.edges, ctx.scale = edges, scale
         ctx.set_materialize_grads(False)
@@ -99,7 +102,8 @@ class _GatherEdgeAttention(torch.autograd.Function):
         grad_out = grad_out.contiguous()
 
         grad_on_edges = grad_out.index_select(0, dst)  # [E, H, D]
-        ds = torch.linalg.vecdot(grad_on_edges, values)  # dp: d loss / d alpha via out
+        work = grad_on_edges * values  # one [E, H, D] buffer for ds * keys, then d_keys
+        ds = work.sum(-1)  # dp: d loss / d alpha via out
         delta = torch.linalg.vecdot(grad_out, out)  # sum over a target's edges of alpha * dp
         if grad_alpha is not None:
             ds.add_(grad_alpha)
@@ -109,9 +113,9 @@ class _GatherEdgeAttention(torch.autograd.Function):
 
         dq = dk = dv = d_keys = d_values = None
         if need_q:
-            dq = _sum_into(q.size(0), dst, ds * keys)
+            dq = _sum_into(q.size(0), dst, torch.mul(ds, keys, out=work))
         if need_k or need_ek:
-            d_keys = q.index_select(0, dst).mul_(ds)
+            d_keys = torch.index_select(q, 0, dst, out=work).mul_(ds)
             dk = _sum_into(q.size(0), src, d_keys) if need_k else None
         if need_v or need_ev:
             d_values = grad_on_edges.mul_(alpha.unsqueeze(-1))
