@@ -148,6 +148,28 @@ def test_prepared_edges_structure(num_nodes, num_edges, loops, seed):
     assert torch.equal(segment_counts(index, num_nodes), torch.bincount(index, minlength=num_nodes))
 
 
+def test_segment_reductions_match_a_loop_over_segments():
+    """segment_sum (any index order) and segment_reduce_csr (sorted, by row pointer)
+    against a per-segment loop; empty segments give 0 and -inf."""
+    from graphattn.ops.segment import csr_pointer, segment_reduce_csr, segment_sum
+
+    torch.manual_seed(0)
+    index = torch.tensor([0, 0, 0, 2, 2, 4, 4, 4, 4])  # segments 1, 3 and 5 are empty
+    values = torch.randn(index.numel(), 3, 2)
+    rowptr = csr_pointer(index, 6)
+    loop_sum = torch.stack([values[index == s].sum(0) for s in range(6)])
+    loop_max = torch.stack(
+        [
+            values[index == s].amax(0) if (index == s).any() else torch.full((3, 2), -torch.inf)
+            for s in range(6)
+        ]
+    )
+    torch.testing.assert_close(segment_reduce_csr(values, rowptr, "sum"), loop_sum)
+    torch.testing.assert_close(segment_reduce_csr(values, rowptr, "max"), loop_max)
+    shuffled = torch.randperm(index.numel())
+    torch.testing.assert_close(segment_sum(values[shuffled], index[shuffled], 6), loop_sum)
+
+
 def test_by_source_is_the_transposed_csr():
     edge_index = torch.tensor([[2, 0, 2, 1, 0], [0, 1, 1, 2, 2]])
     edges = prepare_edges(edge_index, 4, add_self_loops=False, cache=False)

@@ -166,7 +166,7 @@ class MoleculeModel(nn.Module):
             h = self.pe_encoder(h, getattr(data, PE_ATTRIBUTES[self.config.pe]), data.batch)
         edge_attr = None
         if self.bond_encoder is not None:  # each layer composes its edge map with it
-            edge_attr = LinearEdgeEncoding(data.edge_attr.to(h.dtype), self.bond_encoder)
+            edge_attr = LinearEdgeEncoding(data.edge_attr, self.bond_encoder)
         for layer in self.layers:
             h = layer(h, data.edge_index, edge_attr, data.batch)
         return self.final_norm(h)

@@ -56,6 +56,7 @@ from torch import Tensor
 
 from graphattn.ops.attention import check_edge_attention_inputs, default_scale
 from graphattn.ops.graph import EdgeSet
+from graphattn.ops.segment import segment_reduce_csr
 
 __all__ = ["BACKENDS", "edge_attention_weights", "fused_edge_attention"]
 
@@ -166,7 +167,7 @@ class _HeadOps:
 
     def segment(self, x: Tensor, reduce: str) -> Tensor:
         """Reduce ``[E, ...]`` per target: ``[N, ...]`` (empty: -inf for max, 0 for sum)."""
-        return torch.segment_reduce(x, reduce, offsets=self.csr.rowptr, axis=0, unsafe=True)
+        return segment_reduce_csr(x, self.csr.rowptr, reduce)
 
     def edge_dot(self, nodes: Tensor, edge_terms: Tensor) -> Tensor:
         """``[E]`` dot products ``nodes[dst_e] . edge_terms[e]`` (``[N, D]``, ``[E, D]``)."""

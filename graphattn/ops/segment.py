@@ -18,6 +18,7 @@ __all__ = [
     "segment_counts",
     "segment_max",
     "segment_normalize",
+    "segment_reduce_csr",
     "segment_softmax",
     "segment_sum",
 ]
@@ -43,9 +44,20 @@ def csr_pointer(index: Tensor, num_segments: int) -> Tensor:
 
 
 def segment_sum(values: Tensor, index: Tensor, num_segments: int) -> Tensor:
-    """Sum ``values[e]`` into row ``index[e]``: ``[E, *] -> [num_segments, *]``."""
+    """Sum ``values[e]`` into row ``index[e]``: ``[E, *] -> [num_segments, *]``.
+
+    ``index_add_`` rather than ``segment_reduce``, even over a sorted index: for 3-d
+    values it is several times faster on CPU.
+    """
     out = values.new_zeros((num_segments, *values.shape[1:]))
-    return out.index_add(0, index, values)
+    return out.index_add_(0, index, values)
+
+
+def segment_reduce_csr(values: Tensor, rowptr: Tensor, reduce: str) -> Tensor:
+    """``"sum"`` or ``"max"`` of ``values`` sorted by segment, whose segment s is
+    ``values[rowptr[s]:rowptr[s + 1]]``: ``[E, *] -> [len(rowptr) - 1, *]`` (an empty
+    segment gets 0 for sum, ``-inf`` for max)."""
+    return torch.segment_reduce(values, reduce, offsets=rowptr, axis=0, unsafe=True)
 
 
 def segment_max(values: Tensor, index: Tensor, num_segments: int) -> Tensor:
