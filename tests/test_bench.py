@@ -7,6 +7,7 @@ only that every case either has a time or says why it was skipped.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from graphattn.bench.inputs import random_graph
 from graphattn.bench.measure import CpuMemoryProbe
 from graphattn.bench.plots import PLOT_FILES
 from graphattn.bench.runner import run_benchmarks
-from graphattn.bench.worker import run_case
+from graphattn.bench.worker import isolation_context, run_case
 from tests.conftest import shared_data_dir
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -189,6 +190,24 @@ def test_cuda_case_in_process() -> None:
     assert result["status"] == "ok"
     assert result["memory_method"] == "torch.cuda.max_memory_allocated"
     assert result["peak_extra_bytes"] > 0
+
+
+def _report_visible_gpus(queue) -> None:
+    queue.put((os.environ.get("CUDA_VISIBLE_DEVICES"), torch.cuda.device_count()))
+
+
+def test_isolated_cases_see_no_gpu() -> None:
+    # On a CUDA machine a GPU visible to a forked CPU case made it fail ("CUDA error:
+    # initialization error" at its optimizer step) once PyG was preloaded.
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ctx = isolation_context()
+    queue = ctx.SimpleQueue()
+    process = ctx.Process(target=_report_visible_gpus, args=(queue,))
+    process.start()
+    process.join(timeout=60)
+    assert process.exitcode == 0
+    assert queue.get() == ("", 0)
+    assert os.environ.get("CUDA_VISIBLE_DEVICES") == before
 
 
 # --------------------------------------------------------------------------- helpers

@@ -14,7 +14,8 @@ from tests.conftest import REPO
 
 
 def run_script(name: str, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
     return subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / name), *args],
         cwd=REPO / "benchmarks",

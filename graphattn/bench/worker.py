@@ -9,7 +9,7 @@ training); the molecule suites use a new copy of each batch's ``edge_index`` eve
 pass, as training on a stream of batches would.
 
 On CPU every case runs in a fresh process (peak RSS is per process): a child forked
-from a *forkserver* that has imported torch and PyG once, so a case starts in
+from a *forkserver* that has imported torch and PyG once (and sees no GPU), so a case starts in
 milliseconds. Run a single case by hand with::
 
     python -m graphattn.bench.worker --suite scaling --impl fused --nodes 20000 --degree 10
@@ -22,6 +22,7 @@ import dataclasses
 import gc
 import json
 import multiprocessing as mp
+import os
 import random
 import statistics
 import time
@@ -354,13 +355,36 @@ _PRELOAD = [
 ]
 
 
-def _context() -> mp.context.BaseContext:
+def isolation_context() -> mp.context.BaseContext:
     """A forkserver context whose server has imported torch and PyG (spawn elsewhere)."""
     if "forkserver" not in mp.get_all_start_methods():
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(_PRELOAD)
+    _start_forkserver_without_gpus()
     return ctx
+
+
+def _start_forkserver_without_gpus() -> None:
+    """Start the forkserver (if not yet running) with ``CUDA_VISIBLE_DEVICES=""``.
+
+    Only CPU cases run isolated, and they must not reach a GPU: on a CUDA machine,
+    importing PyG initialises the CUDA driver in the server, so a forked child that
+    calls CUDA fails with "initialization error" (torch's optimizers call it whenever
+    a GPU is visible, to check for graph capture), and a CUDA context would add to the
+    child's RSS. The variable is set only while the server starts.
+    """
+    from multiprocessing import forkserver
+
+    saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    try:
+        forkserver.ensure_running()
+    finally:
+        if saved is None:
+            del os.environ["CUDA_VISIBLE_DEVICES"]
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = saved
 
 
 def _child(spec: CaseSpec, molecules: MoleculeData | None, conn) -> None:
@@ -378,7 +402,7 @@ def run_isolated(
     spec: CaseSpec, molecules: MoleculeData | None = None, timeout: float | None = None
 ) -> dict:
     """Run one case in a fresh child process; a crash or timeout becomes a failed record."""
-    ctx = _context()
+    ctx = isolation_context()
     reader, writer = ctx.Pipe(duplex=False)
     process = ctx.Process(target=_child, args=(spec, molecules, writer), daemon=True)
     process.start()
