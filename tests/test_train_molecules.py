@@ -61,6 +61,7 @@ def test_run_folder_has_every_file_and_a_complete_metrics_json(esol_run):
     assert metrics["task"] == "regression" and metrics["split"] == "random"
     assert set(metrics["test"]) >= {"rmse", "mae", "r2"} and set(metrics["val"]) >= {"rmse"}
     assert metrics["epochs_run"] >= 1 and metrics["train_seconds"] > 0
+    assert metrics["device"] == "cpu"  # the default
     with open(run_dir / "predictions.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == metrics["num_molecules"]["test"]

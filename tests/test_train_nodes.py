@@ -18,6 +18,7 @@ def test_karate_cli_run_beats_the_majority_class_and_writes_the_run_folder(tmp_p
     assert main(["train", "--dataset", "karate", "--out", str(out), "--no-progress"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["task"] == "node-classification"
+    assert metrics["device"] == "cpu"
     assert metrics["num_labelled"] == {"train": 2, "val": 0, "test": 32}
     majority = 16 / 32  # the other 32 members split 16 / 16
     assert metrics["test"]["accuracy"] > majority + 0.25

@@ -109,8 +109,17 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hidden", type=int)
     p.add_argument("--layers", type=int)
     p.add_argument("--heads", type=int)
+    _add_device(p)
     p.add_argument("--out", type=Path, default=Path("runs/latest"), help="run folder")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def _add_device(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--device",
+        default="cpu",
+        help="cpu (default), cuda, cuda:N, or auto (CUDA when torch sees a GPU)",
+    )
 
 
 def _add_predict(sub: argparse._SubParsersAction) -> None:
@@ -119,6 +128,7 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--csv", type=Path, required=True)
     p.add_argument("--smiles-col", default="smiles")
     p.add_argument("--out", type=Path, required=True, help="output CSV")
+    _add_device(p)
 
 
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
@@ -133,6 +143,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
         help="target column(s); default: the model's own target names",
     )
     p.add_argument("--out", type=Path, help="also write the metrics JSON here")
+    _add_device(p)
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:
@@ -224,6 +235,7 @@ def _train_molecules(args: argparse.Namespace) -> int:
         task=args.task,
         model=model,
         init_from=None if args.init_from is None else str(args.init_from),
+        device=args.device,
         **settings,
     )
     if args.split_fractions:
@@ -245,7 +257,7 @@ def _train_nodes(args: argparse.Namespace) -> int:
     settings = dict(DATASET_DEFAULTS.get(args.dataset, {})) if args.edges is None else {}
     names = ("epochs", "lr", "patience", "hidden", "layers", "heads", "labels_per_class")
     settings.update(_overrides(args, names))
-    config = NodeTrainConfig(seed=args.seed, mode=args.mode, **settings)
+    config = NodeTrainConfig(seed=args.seed, mode=args.mode, device=args.device, **settings)
     if args.split_fractions:
         config.fractions = tuple(args.split_fractions)
     metrics = train_node_model_cli(args, config)
@@ -277,7 +289,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.smiles_col not in columns:
         raise SystemExit(f"{args.csv}: no column {args.smiles_col!r}; columns are {columns}")
     smiles = [(r[args.smiles_col] or "").strip() for r in rows]
-    preds, errors = predict_molecules(args.model, smiles)
+    preds, errors = predict_molecules(args.model, smiles, device=args.device)
     targets = load_checkpoint(args.model)["target_cols"]
     out_cols = [*columns, *[f"pred_{t}" for t in targets], "error"]
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -306,7 +318,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise SystemExit(f"{args.csv}: missing column(s) {missing}; columns are {columns}")
     smiles = [(r[args.smiles_col] or "").strip() for r in rows]
     targets = np.array([[_number(r[c]) for c in target_cols] for r in rows], dtype=float)
-    result = evaluate_molecules(args.model, smiles, targets)
+    result = evaluate_molecules(args.model, smiles, targets, device=args.device)
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:

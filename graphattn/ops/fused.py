@@ -115,6 +115,7 @@ def _csr(crow: Tensor, col: Tensor, values: Tensor, size: tuple[int, int]) -> Te
     """A CSR tensor over indices built (and checked) by :func:`_graph_csr`."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta")
+        warnings.filterwarnings("ignore", "Sparse invariant checks are implicitly disabled")
         return torch.sparse_csr_tensor(crow, col, values, size, check_invariants=False)
 
 

@@ -29,7 +29,9 @@ def save_checkpoint(run_dir: str | Path, model: nn.Module, kind: str, **meta: An
     """
     path = Path(run_dir) / CHECKPOINT_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"format_version": FORMAT_VERSION, "kind": kind, "state_dict": model.state_dict()}
+    # CPU copies of the weights: the file loads the same wherever it was trained.
+    state = {name: value.detach().cpu() for name, value in model.state_dict().items()}
+    payload = {"format_version": FORMAT_VERSION, "kind": kind, "state_dict": state}
     payload.update(meta)
     torch.save(payload, path)
     return path

@@ -12,7 +12,38 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["EarlyStopping", "seed_everything", "warmup_cosine", "write_json"]
+from graphattn.errors import GraphInputError
+
+__all__ = ["EarlyStopping", "seed_everything", "training_device", "warmup_cosine", "write_json"]
+
+
+def training_device(device: str | torch.device) -> torch.device:
+    """The device a trainer runs on: ``"auto"`` is CUDA when torch sees a GPU, else CPU.
+
+    Raises:
+        GraphInputError: for a device name torch does not know, or a CUDA device this
+            torch build or machine does not have.
+    """
+    if isinstance(device, str) and device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise GraphInputError(
+            f"device must be 'cpu', 'cuda', 'cuda:N' or 'auto', got {device!r}"
+        ) from err
+    if resolved.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise GraphInputError(
+                f"device {device!r} asked for, but torch {torch.__version__} sees no CUDA "
+                "device here; use 'cpu' or 'auto'"
+            )
+        if resolved.index is not None and resolved.index >= count:
+            raise GraphInputError(f"device {device!r} asked for, but only {count} CUDA device(s)")
+    elif resolved.type != "cpu":
+        raise GraphInputError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'auto', got {device!r}")
+    return resolved
 
 
 def seed_everything(seed: int) -> None:

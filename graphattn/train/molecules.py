@@ -30,7 +30,13 @@ from graphattn.models.molecule import (
 from graphattn.optim import adamw
 from graphattn.splits.molecules import random_split, save_split, scaffold_split
 from graphattn.train.checkpoint import load_checkpoint, save_checkpoint
-from graphattn.train.loop import EarlyStopping, seed_everything, warmup_cosine, write_json
+from graphattn.train.loop import (
+    EarlyStopping,
+    seed_everything,
+    training_device,
+    warmup_cosine,
+    write_json,
+)
 from graphattn.train.metrics import classification_metrics, regression_metrics
 from graphattn.train.plots import plot_learning_curve
 from graphattn.train.transfer import load_pretrained_encoder
@@ -86,6 +92,8 @@ class MoleculeTrainConfig:
             initialises every model (transfer learning, see
             :mod:`graphattn.train.transfer`); the encoder's architecture fields are
             inherited unless ``model`` sets them. The head starts fresh.
+        device: ``"cpu"``, ``"cuda"`` (``"cuda:N"``) or ``"auto"`` (CUDA when torch sees
+            a GPU). The checkpoint holds CPU weights either way.
     """
 
     epochs: int = 80
@@ -102,6 +110,7 @@ class MoleculeTrainConfig:
     max_seconds: float | None = None
     ensemble: int = 1
     init_from: str | None = None
+    device: str = "cpu"
 
 
 class TargetScaler:
@@ -146,12 +155,17 @@ def _predict_loader(
     model: MoleculeModel, loader: DataLoader, scaler: TargetScaler, task: str
 ) -> tuple[np.ndarray, np.ndarray]:
     model.eval()
+    device = _model_device(model)
     preds, targets = [], []
     for batch in loader:
-        out = model(batch)
+        out = model(batch.to(device)).cpu()
         preds.append(scaler.inverse(out) if task == "regression" else out)
-        targets.append(batch.y)
+        targets.append(batch.y.cpu())
     return torch.cat(preds).numpy(), torch.cat(targets).numpy()
+
+
+def _model_device(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
 
 
 def _metrics(task: str, y: np.ndarray, pred: np.ndarray) -> dict[str, float]:
@@ -191,6 +205,7 @@ def train_molecule_model(
     config = config or MoleculeTrainConfig()
     if config.ensemble < 1:
         raise GraphInputError(f"ensemble must be at least 1 model, got {config.ensemble}")
+    device = training_device(config.device)
     seed_everything(config.seed)
     split = _make_split(dataset, config)
     items = [dataset[i] for i in range(len(dataset))]
@@ -235,6 +250,7 @@ def train_molecule_model(
             pretrained.load_into(model)
         if train_descriptors is not None:
             model.fit_descriptor_scaler(train_descriptors)
+        model.to(device)
         label = f"train {dataset_name}" + (
             f" [{member + 1}/{config.ensemble}]" if config.ensemble > 1 else ""
         )
@@ -268,6 +284,7 @@ def train_molecule_model(
         "epochs_run": len(history),
         "ensemble_size": len(members),
         "train_seconds": round(train_seconds, 2),
+        "device": str(device),
         "config": {**asdict(config), "model": model_config.to_dict()},
     }
     if run_dir is not None:
@@ -314,6 +331,7 @@ def _fit(
         optimizer, config.warmup_epochs * steps_per_epoch, config.epochs * steps_per_epoch
     )
     stopper = EarlyStopping(config.patience, higher_is_better=config.task != "regression")
+    device = _model_device(model)
     history: list[dict] = []
     start = time.perf_counter()
     bar = tqdm(range(1, config.epochs + 1), desc=label, unit="epoch", disable=not progress)
@@ -321,6 +339,7 @@ def _fit(
         model.train()
         total, count = 0.0, 0
         for batch in train_loader:
+            batch = batch.to(device)
             optimizer.zero_grad()
             loss = masked_loss(model(batch), scaler.transform(batch.y), config.task)
             loss.backward()
@@ -376,8 +395,15 @@ def _write_run(
             )
 
 
-def load_molecule_model(run_dir: str | Path) -> tuple[MoleculeModel | MoleculeEnsemble, dict]:
-    """Rebuild a trained model from a run folder: ``(model in eval mode, checkpoint meta)``."""
+def load_molecule_model(
+    run_dir: str | Path, device: str | torch.device = "cpu"
+) -> tuple[MoleculeModel | MoleculeEnsemble, dict]:
+    """Rebuild a trained model from a run folder: ``(model in eval mode, checkpoint meta)``.
+
+    Args:
+        run_dir: a run folder made by :func:`train_molecule_model` (or its ``model.pt``).
+        device: where to put the model (``"cpu"``, ``"cuda"``, ``"auto"``).
+    """
     checkpoint = load_checkpoint(run_dir)
     if checkpoint.get("kind") != "molecule":
         raise ValueError(
@@ -391,7 +417,7 @@ def load_molecule_model(run_dir: str | Path) -> tuple[MoleculeModel | MoleculeEn
         else MoleculeEnsemble([MoleculeModel(config) for _ in range(size)])
     )
     model.load_state_dict(checkpoint["state_dict"])
-    return model.eval(), checkpoint
+    return model.to(training_device(device)).eval(), checkpoint
 
 
 @torch.no_grad()
@@ -399,14 +425,17 @@ def predict_molecules(
     run_dir: str | Path,
     smiles: list[str],
     batch_size: int = 256,
+    device: str | torch.device = "cpu",
 ) -> tuple[np.ndarray, list[str]]:
     """Predict every SMILES; unparsable ones get NaN and an error message.
+
+    ``device`` runs the model there (``"cpu"``, ``"cuda"``, ``"auto"``).
 
     Returns:
         ``(predictions [n, T] in the targets' units (or logits), errors [n])`` with
         ``errors[i] == ""`` for rows that were predicted.
     """
-    model, meta = load_molecule_model(run_dir)
+    model, meta = load_molecule_model(run_dir, device)
     featurizer = MoleculeFeaturizer.from_dict(meta["featurizer"])
     scaler = TargetScaler(**meta["scaler"])
     num_tasks = len(meta["target_cols"])
@@ -423,17 +452,22 @@ def predict_molecules(
             errors[i] = str(err)
     for start in range(0, len(graphs), batch_size):
         chunk = graphs[start : start + batch_size]
-        batch = Batch.from_data_list(chunk)
-        out = model(batch)
+        batch = Batch.from_data_list(chunk).to(_model_device(model))
+        out = model(batch).cpu()
         if meta["task"] == "regression":
             out = scaler.inverse(out)
         preds[rows[start : start + batch_size]] = out.numpy()
     return preds, errors
 
 
-def evaluate_molecules(run_dir: str | Path, smiles: list[str], targets: np.ndarray) -> dict:
+def evaluate_molecules(
+    run_dir: str | Path,
+    smiles: list[str],
+    targets: np.ndarray,
+    device: str | torch.device = "cpu",
+) -> dict:
     """Metrics of a trained model on labelled molecules (unparsable rows are counted)."""
-    preds, errors = predict_molecules(run_dir, smiles)
+    preds, errors = predict_molecules(run_dir, smiles, device=device)
     ok = np.array([e == "" for e in errors], dtype=bool)
     meta = load_checkpoint(run_dir)
     return {

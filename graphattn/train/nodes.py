@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 from graphattn.models.node import NodeClassifier, NodeModelConfig
 from graphattn.optim import adamw
 from graphattn.train.checkpoint import save_checkpoint
-from graphattn.train.loop import EarlyStopping, seed_everything, write_json
+from graphattn.train.loop import EarlyStopping, seed_everything, training_device, write_json
 from graphattn.train.metrics import node_metrics
 from graphattn.train.plots import plot_confusion_matrix, plot_graph, plot_learning_curve
 
@@ -58,6 +58,8 @@ class NodeTrainConfig:
         label_mask_rate: share of training labels hidden (and scored) each epoch.
         attention: extra keyword arguments of every :class:`GraphSelfAttention`
             (``hops``, ``attend``, ``normalize``, ``score``, ``kernel``, ...).
+        device: ``"cpu"``, ``"cuda"`` (``"cuda:N"``) or ``"auto"`` (CUDA when torch sees
+            a GPU). The checkpoint holds CPU weights either way.
     """
 
     epochs: int = 300
@@ -76,6 +78,7 @@ class NodeTrainConfig:
     label_inputs: bool | None = None
     label_mask_rate: float = 0.5
     attention: dict = field(default_factory=dict)
+    device: str = "cpu"
 
 
 def _use_label_inputs(config: NodeTrainConfig, masks: dict[str, torch.Tensor]) -> bool:
@@ -118,6 +121,7 @@ def train_node_model(
         The metrics dictionary, plus the trained model under ``"model"`` (not written).
     """
     config = config or NodeTrainConfig()
+    device = training_device(config.device)
     seed_everything(config.seed)
     y = data.y.long()
     num_classes = int(y.max()) + 1
@@ -135,13 +139,16 @@ def train_node_model(
             label_inputs=label_inputs,
             attention=dict(config.attention),
         )
-    )
+    ).to(device)
     optimizer = adamw(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     has_val = bool(masks["val"].any())
     stopper = EarlyStopping(config.patience if has_val else None, higher_is_better=True)
     generator = torch.Generator().manual_seed(config.seed)
     eval_known = torch.where(masks["train"], y, torch.full_like(y, -1))
-    x, edge_index = data.x.float(), data.edge_index
+    # Labels and masks stay on the CPU for the label masking and the metrics; the
+    # model's inputs and the loss's labels go to the device.
+    x, edge_index = data.x.float().to(device), data.edge_index.to(device)
+    y_device = y.to(device)
     history = []
     start = time.perf_counter()
     bar = tqdm(
@@ -155,10 +162,12 @@ def train_node_model(
         optimizer.zero_grad()
         if label_inputs:
             known, scored = _train_inputs(y, masks["train"], config.label_mask_rate, generator)
+            known = known.to(device)
         else:
             known, scored = None, masks["train"]
         logits = model(x, edge_index, known)
-        loss = F.cross_entropy(logits[scored], y[scored])
+        scored = scored.to(device)
+        loss = F.cross_entropy(logits[scored], y_device[scored])
         loss.backward()
         optimizer.step()
         record = {"epoch": epoch, "train_loss": loss.item()}
@@ -194,6 +203,7 @@ def train_node_model(
         "best_epoch": stopper.best_epoch if has_val else len(history),
         "epochs_run": len(history),
         "train_seconds": round(train_seconds, 2),
+        "device": str(device),
         "config": asdict(config),
     }
     if run_dir is not None:
@@ -203,8 +213,10 @@ def train_node_model(
 
 @torch.no_grad()
 def _predict(model, x, edge_index, known) -> torch.Tensor:
+    """``[N]`` predicted classes, on the CPU."""
     model.eval()
-    return model(x, edge_index, known).argmax(-1)
+    known = None if known is None else known.to(x.device)
+    return model(x, edge_index, known).argmax(-1).cpu()
 
 
 def _label_names(data, num_classes: int) -> list[str]:
@@ -231,8 +243,11 @@ def _write_run(run_dir: Path, model, data, masks, pred, known, history, metrics)
     part = np.full(data.num_nodes, "unlabelled", dtype=object)
     for name, mask in masks.items():
         part[mask.numpy()] = name
+    device = next(model.parameters()).device
     with torch.no_grad():
-        probs = torch.softmax(model(data.x.float(), data.edge_index, known), -1).numpy()
+        inputs = (data.x.float().to(device), data.edge_index.to(device))
+        known = None if known is None else known.to(device)
+        probs = torch.softmax(model(*inputs, known), -1).cpu().numpy()
     with open(run_dir / "predictions.csv", "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(
