@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
+import weakref
 
 import pytest
 import torch
@@ -268,6 +270,19 @@ def test_prepared_edges_are_cached_per_graph_and_invalidated_by_edits():
     assert prepare_edges(edge_index.clone(), 8) is not first
     edge_index[0, 0] = (edge_index[0, 0] + 1) % 8  # in-place edit bumps the version
     assert prepare_edges(edge_index, 8) is not first
+
+
+def test_cached_edges_are_dropped_when_their_graph_is_freed():
+    from graphattn.ops.graph import _CACHE
+
+    before = len(_CACHE)
+    batches = [random_graph(8, 20, torch.Generator().manual_seed(s)) for s in range(5)]
+    edge_sets = [weakref.ref(prepare_edges(e, 8)) for e in batches]
+    assert len(_CACHE) == before + 5
+    del batches
+    gc.collect()
+    assert len(_CACHE) == before
+    assert all(ref() is None for ref in edge_sets)  # nothing else kept them alive
 
 
 BAD_INPUTS = [

@@ -195,7 +195,9 @@ class _EdgeSetCache:
     """A small LRU cache keyed by tensor identity and in-place version counter.
 
     Weak references confirm that the tensors behind the ids are still the same
-    objects (ids are reused after garbage collection).
+    objects (ids are reused after garbage collection), and drop an entry as soon as
+    one of its tensors is freed: training on a stream of batches would otherwise keep
+    the last ``capacity`` batches' edge sets (and their cached tensors) alive.
     """
 
     def __init__(self, capacity: int = 64) -> None:
@@ -218,8 +220,16 @@ class _EdgeSetCache:
         self._entries.move_to_end(key)
         return value
 
+    def __len__(self) -> int:
+        return len(self._entries)
+
     def put(self, key: tuple, tensors: list[Tensor | None], value: EdgeSet) -> None:
-        refs = [None if t is None else weakref.ref(t) for t in tensors]
+        entries = self._entries
+
+        def forget(_: weakref.ref) -> None:
+            entries.pop(key, None)
+
+        refs = [None if t is None else weakref.ref(t, forget) for t in tensors]
         self._entries[key] = (refs, value)
         while len(self._entries) > self.capacity:
             self._entries.popitem(last=False)
