@@ -38,6 +38,7 @@ from graphattn.bench.worker import (
     run_isolated,
     skipped_result,
 )
+from graphattn.train.loop import training_device
 
 __all__ = ["default_dense_budget", "load_molecule_data", "resolve_device", "run_benchmarks"]
 
@@ -63,17 +64,12 @@ def resolve_device(device: str) -> tuple[str, str | None]:
     """``(device, why_unavailable)``: ``"auto"`` picks CUDA when present.
 
     A CUDA request on a machine without CUDA is not an error: its cases are
-    reported as skipped with the returned reason.
+    reported as skipped with the returned reason. Other names are checked as the
+    trainers check them (:func:`graphattn.train.loop.training_device`).
     """
-    if device == "auto":
-        return ("cuda" if torch.cuda.is_available() else "cpu"), None
-    if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            return device, "CUDA requested but no CUDA device is available"
-        return device, None
-    if device != "cpu":
-        raise ValueError(f"device must be 'cpu', 'cuda[:i]' or 'auto', got {device!r}")
-    return device, None
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        return device, "CUDA requested but no CUDA device is available"
+    return str(training_device(device)), None
 
 
 def default_dense_budget(device: str) -> int:

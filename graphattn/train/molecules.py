@@ -436,6 +436,7 @@ def predict_molecules(
         ``errors[i] == ""`` for rows that were predicted.
     """
     model, meta = load_molecule_model(run_dir, device)
+    device = _model_device(model)
     featurizer = MoleculeFeaturizer.from_dict(meta["featurizer"])
     scaler = TargetScaler(**meta["scaler"])
     num_tasks = len(meta["target_cols"])
@@ -452,7 +453,7 @@ def predict_molecules(
             errors[i] = str(err)
     for start in range(0, len(graphs), batch_size):
         chunk = graphs[start : start + batch_size]
-        batch = Batch.from_data_list(chunk).to(_model_device(model))
+        batch = Batch.from_data_list(chunk).to(device)
         out = model(batch).cpu()
         if meta["task"] == "regression":
             out = scaler.inverse(out)

@@ -146,9 +146,10 @@ def train_node_model(
     generator = torch.Generator().manual_seed(config.seed)
     eval_known = torch.where(masks["train"], y, torch.full_like(y, -1))
     # Labels and masks stay on the CPU for the label masking and the metrics; the
-    # model's inputs and the loss's labels go to the device.
+    # model's inputs and the loss's labels go to the device, once.
     x, edge_index = data.x.float().to(device), data.edge_index.to(device)
-    y_device = y.to(device)
+    y_device, train_device = y.to(device), masks["train"].to(device)
+    eval_inputs = eval_known.to(device) if label_inputs else None
     history = []
     start = time.perf_counter()
     bar = tqdm(
@@ -162,17 +163,16 @@ def train_node_model(
         optimizer.zero_grad()
         if label_inputs:
             known, scored = _train_inputs(y, masks["train"], config.label_mask_rate, generator)
-            known = known.to(device)
+            known, scored = known.to(device), scored.to(device)
         else:
-            known, scored = None, masks["train"]
+            known, scored = None, train_device
         logits = model(x, edge_index, known)
-        scored = scored.to(device)
         loss = F.cross_entropy(logits[scored], y_device[scored])
         loss.backward()
         optimizer.step()
         record = {"epoch": epoch, "train_loss": loss.item()}
         if has_val:
-            pred = _predict(model, x, edge_index, eval_known if label_inputs else None)
+            pred = _predict(model, x, edge_index, eval_inputs)
             record["val_accuracy"] = float((pred[masks["val"]] == y[masks["val"]]).float().mean())
             record["best"] = stopper.step(record["val_accuracy"], epoch, model)
             bar.set_postfix(loss=f"{loss.item():.4f}", val_acc=f"{record['val_accuracy']:.4f}")
@@ -185,7 +185,7 @@ def train_node_model(
     stopper.restore(model)  # no-op for a fixed schedule (no validation nodes)
 
     known_inputs = eval_known if label_inputs else None
-    pred = _predict(model, x, edge_index, known_inputs)
+    pred = _predict(model, x, edge_index, eval_inputs)
     results = {part: node_metrics(y[m].numpy(), pred[m].numpy()) for part, m in masks.items()}
     metrics = {
         "task": "node-classification",
@@ -215,7 +215,6 @@ def train_node_model(
 def _predict(model, x, edge_index, known) -> torch.Tensor:
     """``[N]`` predicted classes, on the CPU."""
     model.eval()
-    known = None if known is None else known.to(x.device)
     return model(x, edge_index, known).argmax(-1).cpu()
 
 
