@@ -1,7 +1,8 @@
 """Which sparse CPU kernel is fastest where (the data behind ``kernel="auto"``).
 
 Times forward + backward of one :class:`~graphattn.nn.GraphSelfAttention` layer (F=64,
-4 heads x 16) with ``kernel="fused"``, ``"gather"`` and ``"reference"``, with and without
+4 heads x 16) with ``kernel="fused"``, ``"gather"``, ``"reference"`` and (where Numba is
+installed) ``"numba"``, with and without
 edge features, on ESOL batches (32, 128, 512 molecules) and random graphs of in-degree 10
 (N = 500 ... 20,000). Each pass gets a fresh copy of ``edge_index`` (no cached edge
 preparation), as in training on a stream of batches, and the kernels take turns call
@@ -34,12 +35,13 @@ from _common import (
 
 from graphattn.bench.inputs import esol_batches, load_esol, random_graph
 from graphattn.nn import GraphSelfAttention
+from graphattn.ops.compiled import numba_available
 from graphattn.ops.cost import choose_kernel
 
 CHANNELS, HEADS = 64, 4
 MOLECULE_BATCHES = (32, 128, 512)
 RANDOM_SIZES = (500, 1000, 2000, 5000, 20000)
-KERNELS = ("fused", "gather", "reference")
+KERNELS = ("fused", "gather", "reference") + (("numba",) if numba_available() else ())
 WARMUP = 3
 
 
@@ -89,8 +91,9 @@ def measure(edge_index, num_nodes: int, batch, edge_features: bool, repeats: int
         "fused_over_reference": times["fused"] / times["reference"],
         "fused_over_gather": times["fused"] / times["gather"],
         "gather_over_reference": times["gather"] / times["reference"],
+        **({"numba_over_gather": times["numba"] / times["gather"]} if "numba" in times else {}),
         "auto_chooses": choose_kernel(
-            pairs, HEADS, CHANNELS // HEADS, edge_features, "cpu", num_nodes
+            pairs, HEADS, CHANNELS // HEADS, edge_features, "cpu", num_nodes, "numba" in times
         ),
     }
 
@@ -128,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
             "reference ms",
             "fused / gather",
             "gather / ref",
+            "numba ms",
+            "numba / gather",
             "auto",
         ],
         [
@@ -140,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['reference_ms']:.2f}",
                 f"{r['fused_over_gather']:.2f}",
                 f"{r['gather_over_reference']:.2f}",
+                f"{r['numba_ms']:.2f}" if "numba_ms" in r else "-",
+                f"{r['numba_over_gather']:.2f}" if "numba_ms" in r else "-",
                 r["auto_chooses"],
             ]
             for r in rows
@@ -147,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     markdown = "\n\n".join(
         [
-            "# Fused vs gather vs reference sparse kernel (CPU), forward + backward of one layer",
+            "# Sparse CPU kernels, forward + backward of one layer",
             machine_line(payload["machine"], args.smoke),
             table,
         ]

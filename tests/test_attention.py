@@ -448,6 +448,11 @@ def test_choose_kernel_thresholds():
     assert choose_kernel(pairs - 1, heads, head_dim, False, "cpu", num_nodes=1) == "gather"
     assert choose_kernel(pairs, heads, head_dim, True, "cpu", num_nodes=1) == "gather"
     assert choose_kernel(pairs, heads, head_dim, False, "cpu") == "gather"
+    # where the Numba kernel can run, it takes the gather kernel's place, and only that
+    assert choose_kernel(pairs, heads, head_dim, False, "cpu", numba=True) == "numba"
+    assert choose_kernel(small + 1, heads, head_dim, True, "cpu", numba=True) == "numba"
+    assert choose_kernel(small + 1, heads, head_dim, False, "cpu", numba=True) == "fused"
+    assert choose_kernel(1, heads, head_dim, True, "cuda", numba=True) == "fused"
 
 
 @pytest.mark.parametrize("num_nodes,expect_fused", [(40, False), (12_000, True)])

@@ -8,11 +8,24 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import graphattn.ops.dropout as dropout_module
 from graphattn.models.molecule import MoleculeModel, MoleculeModelConfig
 from graphattn.nn.dropout import Dropout
+from graphattn.ops.compiled import numba_available
 from graphattn.ops.dropout import dropout, keep_mask
 
 N = 1 << 20  # elements per statistical check: binomial std of a fraction <= 5e-4
+
+
+@pytest.fixture(autouse=True, params=["numba", "torch"])
+def mask_generator(request, monkeypatch) -> str:
+    """Every test runs with both mask generators: Numba's counter-based one, and the
+    torch one that runs where Numba is missing."""
+    if request.param == "numba" and not numba_available():
+        pytest.skip("Numba is not installed")
+    if request.param == "torch":
+        monkeypatch.setattr(dropout_module, "numba_available", lambda: False)
+    return request.param
 
 
 def within(observed: float, expected: float, trials: int, sigmas: float = 6.0) -> bool:
@@ -138,3 +151,13 @@ def test_models_use_it() -> None:
     model = MoleculeModel(MoleculeModelConfig(atom_dim=5, bond_dim=3, dropout=0.1))
     drops = [m for m in model.modules() if isinstance(m, torch.nn.Dropout)]
     assert drops and all(isinstance(m, Dropout) for m in drops)
+
+
+def test_each_generator_is_the_one_in_use(mask_generator: str, monkeypatch) -> None:
+    calls = []
+    compiled = dropout_module._compiled_keep_mask
+    monkeypatch.setattr(
+        dropout_module, "_compiled_keep_mask", lambda *a: calls.append(a) or compiled(*a)
+    )
+    dropout(torch.ones(10), 0.5)
+    assert len(calls) == (mask_generator == "numba")

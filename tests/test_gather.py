@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import graphattn.nn.attention as attention_module
 from graphattn.nn import GraphSelfAttention
 from graphattn.ops.attention import reference_edge_attention
 from graphattn.ops.gather import gather_edge_attention
@@ -103,7 +104,11 @@ def test_only_needed_gradients_and_no_edges() -> None:
         gather_edge_attention(x, x, x, empty, edge_key=torch.randn(3, 2, 4))
 
 
-def test_layer_kernels_agree_and_auto_picks_gather_for_molecule_sized_batches() -> None:
+def test_layer_kernels_agree_and_auto_picks_gather_for_molecule_sized_batches(
+    monkeypatch,
+) -> None:
+    """Where the Numba kernel cannot run (here: as if Numba were missing)."""
+    monkeypatch.setattr(attention_module, "numba_usable", lambda device, dtype: False)
     torch.manual_seed(0)
     edge_index = random_graph(30, 90).edge_index
     x = torch.randn(30, 16)
@@ -122,7 +127,8 @@ def test_layer_kernels_agree_and_auto_picks_gather_for_molecule_sized_batches() 
         torch.testing.assert_close(outputs[kernel][1][1], outputs["reference"][1][1])
 
 
-def test_layer_refuses_gather_where_it_does_not_apply() -> None:
+def test_layer_refuses_gather_where_it_does_not_apply(monkeypatch) -> None:
+    monkeypatch.setattr(attention_module, "numba_usable", lambda device, dtype: False)
     layer = GraphSelfAttention(8, 8, heads=2, kernel="gather", score="additive")
     with pytest.raises(ValueError, match="kernel='gather'"):
         layer(torch.randn(4, 8), torch.tensor([[0, 1], [1, 2]]))

@@ -37,12 +37,14 @@ from graphattn.ops.dense import (
 from graphattn.ops.fused import edge_attention_weights, fused_edge_attention
 from graphattn.ops.gather import gather_edge_attention
 from graphattn.ops.graph import ATTEND, EdgeSet, prepare_edges, validate_node_features
+from graphattn.ops.numba_attention import numba_edge_attention
+from graphattn.ops.numba_attention import usable as numba_usable
 from graphattn.ops.segment import NORMALIZERS
 
 __all__ = ["DenseMemoryError", "GraphSelfAttention"]
 
 MODES = ("sparse", "dense", "auto")
-KERNELS = ("auto", "fused", "gather", "reference")
+KERNELS = ("auto", "fused", "gather", "numba", "reference")
 DEFAULT_DENSE_BUDGET = 2 * 1024**3
 
 
@@ -69,13 +71,16 @@ class GraphSelfAttention(nn.Module):
             added to the keys and the values of their edge.
         bias: learn additive biases in the projections.
         kernel: sparse kernel: ``"auto"`` (where they apply, the fused kernel on CUDA and
-            on large CPU edge sets, the gather kernel on smaller ones, see
-            :func:`graphattn.ops.cost.choose_kernel`; else the reference), ``"fused"``
-            (:mod:`graphattn.ops.fused`: no ``[E, H, D]`` state), ``"gather"``
+            on large CPU edge sets, the Numba kernel, else the gather kernel, on smaller
+            ones, see :func:`graphattn.ops.cost.choose_kernel`; else the reference),
+            ``"fused"`` (:mod:`graphattn.ops.fused`: no ``[E, H, D]`` state),
+            ``"numba"`` (:mod:`graphattn.ops.numba_attention`: compiled loops over the
+            CSR; CPU, float32/float64, needs Numba), ``"gather"``
             (:mod:`graphattn.ops.gather`: gather / softmax / scatter with a closed-form
             backward) or ``"reference"`` (the same with autograd; every option works).
-            The fused and gather kernels apply to ``score="dot"``, ``normalize="softmax"``,
-            no attention dropout in training and no ``hop_bias``.
+            The fused, numba and gather kernels apply to ``score="dot"``,
+            ``normalize="softmax"``, no attention dropout in training and no
+            ``hop_bias``.
         normalize: ``"softmax"``, ``"relu"`` or ``"sigmoid"`` (see
             :func:`graphattn.ops.segment.segment_normalize`).
         max_dense_bytes: dense mode raises :class:`DenseMemoryError` instead of
@@ -329,24 +334,37 @@ class GraphSelfAttention(nn.Module):
         return layout.edges_to_dense(alpha, edges).permute(0, 3, 1, 2)
 
     # ------------------------------------------------------------------ kernels
-    def sparse_kernel(self, edges: EdgeSet, edge_terms: bool, device: torch.device) -> str:
-        """The sparse kernel a call runs: ``"fused"``, ``"gather"`` or ``"reference"``."""
+    def sparse_kernel(
+        self,
+        edges: EdgeSet,
+        edge_terms: bool,
+        device: torch.device,
+        dtype: torch.dtype = torch.float32,
+    ) -> str:
+        """The sparse kernel a call runs: ``"fused"``, ``"numba"``, ``"gather"`` or
+        ``"reference"``."""
         if self.hop_embedding is not None:  # a score bias: only the reference kernel has it
             return "reference"
         plain = self.score == "dot" and self.normalize == "softmax"
         applies = plain and (self.dropout == 0.0 or not self.training)
-        if self.kernel in ("fused", "gather") and not applies:
+        if self.kernel in ("fused", "gather", "numba") and not applies:
             raise GraphInputError(
                 f"kernel={self.kernel!r} supports score='dot', normalize='softmax' and no "
                 "attention dropout in training; use kernel='auto' to fall back to the "
                 "reference kernel"
+            )
+        compiled = numba_usable(device, dtype)
+        if self.kernel == "numba" and not compiled:
+            raise GraphInputError(
+                "kernel='numba' needs Numba (pip install numba) and float32 or float64 "
+                f"tensors on the CPU, got {dtype} on {device}; use kernel='auto'"
             )
         if self.kernel != "auto":
             return self.kernel
         if not applies:
             return "reference"
         size = (edges.num_edges, self.heads, self.head_dim)
-        return choose_kernel(*size, edge_terms, device, edges.num_nodes)
+        return choose_kernel(*size, edge_terms, device, edges.num_nodes, numba=compiled)
 
     def _sparse(
         self,
@@ -357,13 +375,15 @@ class GraphSelfAttention(nn.Module):
         edge_terms: Tensor | None,
         need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
-        kernel = self.sparse_kernel(edges, edge_terms is not None, q.device)
+        kernel = self.sparse_kernel(edges, edge_terms is not None, q.device, q.dtype)
         if kernel == "fused":
             out, lse = fused_edge_attention(q, k, v, edges, None, edge_terms, edge_terms)
             alpha = (
                 edge_attention_weights(q, k, edges, lse, None, edge_terms) if need_weights else None
             )
             return out, alpha
+        if kernel == "numba":
+            return numba_edge_attention(q, k, v, edges, None, edge_terms, edge_terms)
         if kernel == "gather":
             return gather_edge_attention(q, k, v, edges, None, edge_terms, edge_terms)
         return reference_edge_attention(

@@ -20,7 +20,13 @@ ones (a batch of molecules) the gather kernel's ``[E, H, D]`` temporaries are sm
 and it is faster. Part of the fused kernel's cost grows with the nodes rather than the
 edges, so between the two size thresholds it is chosen only for graphs of high average
 in-degree. With edge features the fused CPU kernel gathers per head as well, so
-its break-even size is larger. CUDA always gets the fused (Triton) kernel.
+its break-even size is larger. Below those sizes, where Numba is installed and the
+tensors are float32 or float64, the Numba kernel (compiled loops over the CSR, no
+``[E, H, D]`` temporaries) runs instead of the gather kernel: on an ESOL batch of 128
+(bond features, 4 heads x 16, 2 threads) 0.54 ms forward + backward against 1.33 ms.
+Above them the fused kernel stays: at N=100,000 (in-degree 10, no edge features) its
+per-head sparse products took 310 ms against the Numba loops' 453 ms, whose gathers from
+random rows of 25 MB tensors miss the caches. CUDA always gets the fused (Triton) kernel.
 """
 
 from __future__ import annotations
@@ -79,12 +85,14 @@ def choose_kernel(
     edge_terms: bool,
     device,
     num_nodes: int | None = None,
+    numba: bool = False,
 ) -> str:
-    """Return ``"fused"`` or ``"gather"`` for one call of a sparse layer.
+    """Return ``"fused"``, ``"numba"`` or ``"gather"`` for one call of a sparse layer.
 
     On CPU: fused from E'·H·D ≥ ``FUSED_MIN_SIZE_CPU["edge_terms"]`` with edge features;
     without, from ``FUSED_MIN_SIZE_CPU["plain"]``, or already from ``["dense_plain"]``
-    when there are at least ``FUSED_MIN_DEGREE_CPU`` pairs per node.
+    when there are at least ``FUSED_MIN_DEGREE_CPU`` pairs per node. Below, numba if it
+    can run (``numba``), else gather.
 
     Args:
         num_edges: allowed (source, target) pairs E'.
@@ -92,16 +100,19 @@ def choose_kernel(
         edge_terms: whether edge features are added to keys and values.
         device: where the computation runs (CUDA: always fused).
         num_nodes: N (unknown: the in-degree rule does not apply).
+        numba: whether the Numba kernel can run on this call's tensors
+            (:func:`graphattn.ops.numba_attention.applies`).
     """
     if torch.device(device).type != "cpu":
         return "fused"
     size = num_edges * heads * head_dim
+    small = "numba" if numba else "gather"
     if edge_terms:
-        return "fused" if size >= FUSED_MIN_SIZE_CPU["edge_terms"] else "gather"
+        return "fused" if size >= FUSED_MIN_SIZE_CPU["edge_terms"] else small
     if size >= FUSED_MIN_SIZE_CPU["plain"]:
         return "fused"
     dense = num_nodes is not None and num_edges >= FUSED_MIN_DEGREE_CPU * num_nodes
-    return "fused" if dense and size >= FUSED_MIN_SIZE_CPU["dense_plain"] else "gather"
+    return "fused" if dense and size >= FUSED_MIN_SIZE_CPU["dense_plain"] else small
 
 
 def choose_mode(

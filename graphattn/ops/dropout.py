@@ -16,15 +16,29 @@ forward hidden layer of an ESOL batch) this took 0.26–0.66 ms against torch's 
 ms on the development machine (``benchmarks/training_step_breakdown.py``,
 ``components_ms``, two runs).
 
+Where Numba is installed (:mod:`graphattn.ops.compiled`) and the tensor is float32 or
+float64, the 64-bit words come instead from a counter-based generator compiled with
+Numba: word w is the SplitMix64 finaliser of ``seed + (w + 1) * 0x9E3779B97F4A7C15``,
+with one seed drawn per call from torch's generator (so ``torch.manual_seed`` still
+makes runs repeatable), and the mask is written in the same loop. That
+replaces three passes over memory (the generator, the comparison, the scaling) with one:
+0.07 ms instead of 0.22-0.40 ms for a ``[1743, 128]`` mask. The masks differ
+from the torch path's, so results with and without Numba differ as with another seed.
+
 Elsewhere (CUDA has a fused dropout kernel), and for probabilities that round to 0 or 1,
 this is ``torch.nn.functional.dropout``.
 """
 
 from __future__ import annotations
 
+import functools
+
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from graphattn.ops.compiled import jit, numba_available
 
 __all__ = ["dropout", "keep_mask"]
 
@@ -55,11 +69,63 @@ def keep_mask(shape: torch.Size | tuple[int, ...], p: float, dtype: torch.dtype)
 
 
 def _keep_mask(shape: torch.Size | tuple[int, ...], drop_levels: int, dtype: torch.dtype) -> Tensor:
+    if dtype in (torch.float32, torch.float64) and numba_available():
+        return _compiled_keep_mask(shape, drop_levels, dtype)
     count = torch.Size(shape).numel()
     words = torch.empty((count + 3) // 4, dtype=torch.int64).random_(-(2**63), None)
     uniforms = words.view(torch.int16)[:count].view(shape)  # each in [-2**15, 2**15)
     mask = torch.ge(uniforms, drop_levels - _LEVELS // 2, out=torch.empty(shape, dtype=dtype))
     return mask.mul_(_LEVELS / (_LEVELS - drop_levels))
+
+
+@functools.cache
+def _fill_mask():
+    """``fill(out, seed, drop_levels, scale)``: the compiled mask loop (see above).
+
+    One thread: with Numba's threads the loop took longer (0.14 against 0.07 ms for a
+    ``[1743, 128]`` mask on 2 cores).
+    """
+    golden = np.uint64(0x9E3779B97F4A7C15)
+    mix1, mix2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+    @jit(False)
+    def word(seed, w):
+        """SplitMix64 of the word's counter: 64 random bits."""
+        z = seed + np.uint64(w + 1) * golden
+        z = (z ^ (z >> np.uint64(30))) * mix1
+        z = (z ^ (z >> np.uint64(27))) * mix2
+        return z ^ (z >> np.uint64(31))
+
+    @jit(False)
+    def fill(out, seed, drop_levels, scale):
+        n = out.size
+        zero = scale - scale
+        for w in range(n // 4):
+            z = word(seed, w)
+            for lane in range(4):  # the word's four 16-bit uniforms
+                uniform = (z >> np.uint64(16 * lane)) & np.uint64(0xFFFF)
+                out[4 * w + lane] = scale if uniform >= drop_levels else zero
+        z = word(seed, n // 4)
+        for lane in range(n % 4):
+            uniform = (z >> np.uint64(16 * lane)) & np.uint64(0xFFFF)
+            out[n - n % 4 + lane] = scale if uniform >= drop_levels else zero
+
+    return fill
+
+
+def _compiled_keep_mask(
+    shape: torch.Size | tuple[int, ...], drop_levels: int, dtype: torch.dtype
+) -> Tensor:
+    mask = torch.empty(shape, dtype=dtype)
+    seed = torch.empty((), dtype=torch.int64).random_(-(2**63), None)  # torch's generator
+    flat = mask.view(-1).numpy()
+    _fill_mask()(
+        flat,
+        np.uint64(int(seed) % 2**64),
+        np.uint64(drop_levels),
+        flat.dtype.type(_LEVELS / (_LEVELS - drop_levels)),
+    )
+    return mask
 
 
 def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
