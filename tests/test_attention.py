@@ -448,14 +448,19 @@ def test_choose_kernel_thresholds():
     assert choose_kernel(pairs - 1, heads, head_dim, False, "cpu", num_nodes=1) == "gather"
     assert choose_kernel(pairs, heads, head_dim, True, "cpu", num_nodes=1) == "gather"
     assert choose_kernel(pairs, heads, head_dim, False, "cpu") == "gather"
-    # where the Numba kernel can run, it takes the gather kernel's place, and only that
-    assert choose_kernel(pairs, heads, head_dim, False, "cpu", numba=True) == "numba"
-    assert choose_kernel(small + 1, heads, head_dim, True, "cpu", numba=True) == "numba"
-    assert choose_kernel(small + 1, heads, head_dim, False, "cpu", numba=True) == "fused"
+    # where the Numba kernel can run: numba with edge features at any size, and without
+    # them below NUMBA_MAX_SIZE_CPU; fused above it and on CUDA
+    from graphattn.ops.cost import NUMBA_MAX_SIZE_CPU
+
+    largest = NUMBA_MAX_SIZE_CPU // (heads * head_dim) - 1
+    for num_pairs in (1, pairs, small + 1, largest):
+        assert choose_kernel(num_pairs, heads, head_dim, False, "cpu", 1, True) == "numba"
+    assert choose_kernel(largest + 1, heads, head_dim, False, "cpu", numba=True) == "fused"
+    assert choose_kernel(with_edges, heads, head_dim, True, "cpu", numba=True) == "numba"
     assert choose_kernel(1, heads, head_dim, True, "cuda", numba=True) == "fused"
 
 
-@pytest.mark.parametrize("num_nodes,expect_fused", [(40, False), (12_000, True)])
+@pytest.mark.parametrize("num_nodes,expect_fused", [(40, False), (30_000, True)])
 def test_auto_kernel_runs_fused_only_on_large_edge_sets(num_nodes, expect_fused):
     # The fused kernel keeps its CSR index in the edge set's cache: a visible trace of
     # which kernel ran. The results agree with the reference kernel either way.

@@ -20,13 +20,15 @@ ones (a batch of molecules) the gather kernel's ``[E, H, D]`` temporaries are sm
 and it is faster. Part of the fused kernel's cost grows with the nodes rather than the
 edges, so between the two size thresholds it is chosen only for graphs of high average
 in-degree. With edge features the fused CPU kernel gathers per head as well, so
-its break-even size is larger. Below those sizes, where Numba is installed and the
-tensors are float32 or float64, the Numba kernel (compiled loops over the CSR, no
-``[E, H, D]`` temporaries) runs instead of the gather kernel: on an ESOL batch of 128
-(bond features, 4 heads x 16, 2 threads) 0.54 ms forward + backward against 1.33 ms.
-Above them the fused kernel stays: at N=100,000 (in-degree 10, no edge features) its
-per-head sparse products took 310 ms against the Numba loops' 453 ms, whose gathers from
-random rows of 25 MB tensors miss the caches. CUDA always gets the fused (Triton) kernel.
+its break-even size is larger. CUDA always gets the fused (Triton) kernel.
+
+Where Numba is installed and the tensors are float32 or float64, the Numba kernel
+(compiled loops over the CSR, no ``[E, H, D]`` temporaries) replaces the gather kernel,
+and the fused one too except on large graphs without edge features
+(``NUMBA_MAX_SIZE_CPU``): at N=100,000 (in-degree 10, 4 heads x 16) the fused kernel's
+per-head sparse products took 310 ms forward + backward against the Numba loops' 453 ms,
+whose gathers from random rows of 25 MB tensors miss the caches (2 threads); with edge
+features the fused kernel gathers per head as well and took 2,896 ms against 390 ms.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ __all__ = [
     "DENSE_MIN_WORK",
     "FUSED_MIN_DEGREE_CPU",
     "FUSED_MIN_SIZE_CPU",
+    "NUMBA_MAX_SIZE_CPU",
     "choose_kernel",
     "choose_mode",
 ]
@@ -77,6 +80,13 @@ FUSED_MIN_SIZE_CPU = {"plain": 2**20, "edge_terms": 2**23, "dense_plain": 2**19}
 # Pairs per node from which "dense_plain" applies (no edge features).
 FUSED_MIN_DEGREE_CPU = 8
 
+# Largest E·H·D for which kernel="auto" runs the Numba kernel on CPU without edge features
+# (with edge features: any size). benchmarks/kernel_crossover.py, 1 thread, numba / fused:
+# 0.57-0.88 at 0.08-1.41M, 0.97 at 3.5M, 1.24 at 14M (N=20,000); with edge features
+# 0.48-0.61 everywhere up to 14M. Ad hoc, 2 threads, the kernels alone: 0.51 at 3.5M,
+# 0.82 at 14M, 1.46 at 70M (N=100,000); with edge features 0.17, 0.54 and 0.13.
+NUMBA_MAX_SIZE_CPU = 2**22
+
 
 def choose_kernel(
     num_edges: int,
@@ -89,10 +99,11 @@ def choose_kernel(
 ) -> str:
     """Return ``"fused"``, ``"numba"`` or ``"gather"`` for one call of a sparse layer.
 
-    On CPU: fused from E'·H·D ≥ ``FUSED_MIN_SIZE_CPU["edge_terms"]`` with edge features;
-    without, from ``FUSED_MIN_SIZE_CPU["plain"]``, or already from ``["dense_plain"]``
-    when there are at least ``FUSED_MIN_DEGREE_CPU`` pairs per node. Below, numba if it
-    can run (``numba``), else gather.
+    On CPU where the Numba kernel can run (``numba``): numba with edge features, and
+    without them below E'·H·D = ``NUMBA_MAX_SIZE_CPU``; else fused. Without Numba: fused
+    from ``FUSED_MIN_SIZE_CPU["edge_terms"]`` with edge features; without, from
+    ``FUSED_MIN_SIZE_CPU["plain"]``, or already from ``["dense_plain"]`` when there are
+    at least ``FUSED_MIN_DEGREE_CPU`` pairs per node; below, gather.
 
     Args:
         num_edges: allowed (source, target) pairs E'.
@@ -101,18 +112,19 @@ def choose_kernel(
         device: where the computation runs (CUDA: always fused).
         num_nodes: N (unknown: the in-degree rule does not apply).
         numba: whether the Numba kernel can run on this call's tensors
-            (:func:`graphattn.ops.numba_attention.applies`).
+            (:func:`graphattn.ops.numba_attention.usable`).
     """
     if torch.device(device).type != "cpu":
         return "fused"
     size = num_edges * heads * head_dim
-    small = "numba" if numba else "gather"
+    if numba:
+        return "numba" if edge_terms or size < NUMBA_MAX_SIZE_CPU else "fused"
     if edge_terms:
-        return "fused" if size >= FUSED_MIN_SIZE_CPU["edge_terms"] else small
+        return "fused" if size >= FUSED_MIN_SIZE_CPU["edge_terms"] else "gather"
     if size >= FUSED_MIN_SIZE_CPU["plain"]:
         return "fused"
     dense = num_nodes is not None and num_edges >= FUSED_MIN_DEGREE_CPU * num_nodes
-    return "fused" if dense and size >= FUSED_MIN_SIZE_CPU["dense_plain"] else small
+    return "fused" if dense and size >= FUSED_MIN_SIZE_CPU["dense_plain"] else "gather"
 
 
 def choose_mode(

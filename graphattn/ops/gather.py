@@ -30,7 +30,8 @@ in a few passes and keeps only the gathered keys and values. Forward + backward 
 kernel alone on an ESOL batch of 128 molecules with bond features: 2.5 ms against
 3.6 ms for the reference (one thread). On small edge sets (a batch of molecules) and
 with edge features, where the fused kernel's per-head sparse products do not pay off,
-it is what ``kernel="auto"`` runs on CPU (see :func:`graphattn.ops.cost.choose_kernel`).
+it is what ``kernel="auto"`` runs on CPU where the Numba kernel cannot (Numba missing,
+or a dtype other than float32/float64; see :func:`graphattn.ops.cost.choose_kernel`).
 Unlike the fused kernel it keeps ``[E, H, D]`` tensors for backward: use the fused
 kernel where memory is the limit.
 """
