@@ -8,8 +8,9 @@ of :class:`~graphattn.models.MoleculeModel` (the library default architecture) a
 
 * ``graphattn`` / ``pyg``: the full models;
 * ``graphattn_reference_kernel``: graphattn with ``kernel="reference"`` (autograd through
-  gather / segment softmax / scatter) instead of the gather kernel that
-  ``kernel="auto"`` runs at this size (the same computation, closed-form backward);
+  gather / segment softmax / scatter) instead of the kernel that ``kernel="auto"`` runs
+  at this size (the Numba kernel where Numba is installed, else the gather kernel: the
+  same computation);
 * ``graphattn_projections_only``: every attention layer keeps its input checks, edge
   preparation, projections (W_q, W_k, W_v, W_O, edge) and one scatter of the edge terms,
   but no scores, softmax or weighted sums: the floor for *any* attention kernel with

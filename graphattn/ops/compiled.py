@@ -35,10 +35,17 @@ def numba_available() -> bool:
 
 
 def jit(parallel: bool, **options) -> Callable:
-    """``numba.njit`` with graphattn's settings: cached on disk, and ``parallel``."""
+    """``numba.njit`` with graphattn's settings: ``parallel``, and cached on disk where
+    Numba finds a writable place (else compiled anew in each process)."""
     from numba import njit
 
-    return njit(parallel=parallel, cache=True, **options)
+    def decorate(function: Callable) -> Callable:
+        try:
+            return njit(parallel=parallel, cache=True, **options)(function)
+        except RuntimeError:  # "cannot cache function": no writable cache directory
+            return njit(parallel=parallel, **options)(function)
+
+    return decorate
 
 
 def _parallel() -> bool:

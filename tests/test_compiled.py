@@ -1,0 +1,48 @@
+"""How graphattn runs Numba code: the disk cache fallback, one thread vs many."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from graphattn.ops.compiled import jit, numba_available, per_process
+
+pytestmark = pytest.mark.skipif(not numba_available(), reason="Numba is not installed")
+
+
+def add_one(x):
+    return x + 1
+
+
+def test_jit_compiles_without_a_writable_cache(monkeypatch) -> None:
+    import numba
+
+    real = numba.njit
+
+    def njit_without_cache(*args, cache=False, **kwargs):
+        if cache:
+            raise RuntimeError("cannot cache function 'add_one': no locator available")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(numba, "njit", njit_without_cache)
+    assert jit(False)(add_one)(1) == 2
+
+
+def test_per_process_follows_torch_threads() -> None:
+    built = []
+
+    @per_process
+    def versions(parallel: bool) -> bool:
+        built.append(parallel)
+        return parallel
+
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert versions() is False
+        torch.set_num_threads(2)
+        assert versions() is True
+        assert versions() is True
+    finally:
+        torch.set_num_threads(threads)
+    assert built == [False, True]  # each version built once
