@@ -1,4 +1,4 @@
-"""The gather kernel (closed-form backward) against the autograd reference kernel."""
+"""The gather and Numba kernels (closed-form backward) against the autograd reference."""
 
 from __future__ import annotations
 
@@ -8,15 +8,27 @@ import torch
 import graphattn.nn.attention as attention_module
 from graphattn.nn import GraphSelfAttention
 from graphattn.ops.attention import reference_edge_attention
+from graphattn.ops.compiled import numba_available
 from graphattn.ops.gather import gather_edge_attention
 from graphattn.ops.graph import prepare_edges
+from graphattn.ops.numba_attention import numba_edge_attention
 from tests.test_fused import GRAPHS, random_graph, random_inputs
 
+KERNELS = {"gather": gather_edge_attention, "numba": numba_edge_attention}
 
-def check_against_reference(edges, inputs, weights_loss: bool) -> None:
+
+@pytest.fixture(params=list(KERNELS))
+def attend(request):
+    """Each kernel function with the same signature: gather, and Numba where installed."""
+    if request.param == "numba" and not numba_available():
+        pytest.skip("Numba is not installed")
+    return KERNELS[request.param]
+
+
+def check_against_reference(attend, edges, inputs, weights_loss: bool) -> None:
     """Outputs, weights and every gradient (through out, and the weights if asked)."""
     q, k, v, ek, ev = inputs
-    out, alpha = gather_edge_attention(q, k, v, edges, 0.7, ek, ev)
+    out, alpha = attend(q, k, v, edges, 0.7, ek, ev)
     ref_out, ref_alpha = reference_edge_attention(q, k, v, edges, 0.7, ek, ev)
     torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(alpha, ref_alpha, atol=1e-5, rtol=1e-5)
@@ -35,32 +47,33 @@ def check_against_reference(edges, inputs, weights_loss: bool) -> None:
 @pytest.mark.parametrize("weights_loss", [False, True], ids=["out", "out_and_weights"])
 @pytest.mark.parametrize("edge_features", [False, True], ids=["plain", "edge_features"])
 @pytest.mark.parametrize("graph", list(GRAPHS))
-def test_matches_reference(graph: str, edge_features: bool, weights_loss: bool) -> None:
+def test_matches_reference(attend, graph: str, edge_features: bool, weights_loss: bool) -> None:
     torch.manual_seed(0)
     edges = random_graph(**GRAPHS[graph])
-    check_against_reference(edges, random_inputs(edges, 3, 8, edge_features), weights_loss)
+    inputs = random_inputs(edges, 3, 8, edge_features)
+    check_against_reference(attend, edges, inputs, weights_loss)
 
 
-def test_gradcheck_float64() -> None:
+def test_gradcheck_float64(attend) -> None:
     torch.manual_seed(0)
     edges = random_graph(8, 16, duplicates=4)
     assert bool((edges.in_degree() == 0).any())
     inputs = random_inputs(edges, 2, 2, True, dtype=torch.float64)
 
     def both_outputs(q, k, v, ek, ev):
-        return gather_edge_attention(q, k, v, edges, None, ek, ev)
+        return attend(q, k, v, edges, None, ek, ev)
 
     assert torch.autograd.gradcheck(both_outputs, inputs)
 
 
-def test_backward_leaves_saved_tensors_intact() -> None:
+def test_backward_leaves_saved_tensors_intact(attend) -> None:
     """The kernel reuses its own buffers in forward and backward, never the tensors it
     saves: a second backward through the same graph gives the same gradients, and only
     the gradients asked for (here the edge terms alone, then q alone) are right too."""
     torch.manual_seed(0)
     edges = random_graph(30, 90, duplicates=5)
     inputs = random_inputs(edges, 2, 4, True)
-    out, alpha = gather_edge_attention(inputs[0], *inputs[1:3], edges, None, *inputs[3:])
+    out, alpha = attend(inputs[0], *inputs[1:3], edges, None, *inputs[3:])
     loss = (out * torch.randn_like(out)).sum() + (alpha * torch.randn_like(alpha)).sum()
     first = torch.autograd.grad(loss, inputs, retain_graph=True)
     second = torch.autograd.grad(loss, inputs, retain_graph=True)
@@ -72,11 +85,11 @@ def test_backward_leaves_saved_tensors_intact() -> None:
             assert torch.equal(g, first[i])
 
 
-def test_weights_sum_to_one_and_isolated_nodes_get_zero() -> None:
+def test_weights_sum_to_one_and_isolated_nodes_get_zero(attend) -> None:
     torch.manual_seed(0)
     edges = random_graph(50, 60)
     q, k, v, _, _ = random_inputs(edges, 2, 4, False)
-    out, alpha = gather_edge_attention(q, k, v, edges)
+    out, alpha = attend(q, k, v, edges)
     sums = torch.zeros(50, 2).index_add_(0, edges.dst, alpha.detach())
     has_edges = edges.in_degree() > 0
     assert bool((~has_edges).any())
@@ -86,22 +99,22 @@ def test_weights_sum_to_one_and_isolated_nodes_get_zero() -> None:
     assert all(bool(torch.isfinite(t.grad).all()) for t in (q, k, v))
 
 
-def test_only_needed_gradients_and_no_edges() -> None:
+def test_only_needed_gradients_and_no_edges(attend) -> None:
     torch.manual_seed(0)
     edges = random_graph(20, 40)
     q, k, v, ek, ev = random_inputs(edges, 2, 4, True)
     frozen = [t.detach() for t in (k, v, ek, ev)]
-    out, _ = gather_edge_attention(q, *frozen[:2], edges, None, *frozen[2:])
+    out, _ = attend(q, *frozen[:2], edges, None, *frozen[2:])
     (dq,) = torch.autograd.grad(out.sum(), q)
     ref, _ = reference_edge_attention(q, *frozen[:2], edges, None, *frozen[2:])
     torch.testing.assert_close(dq, torch.autograd.grad(ref.sum(), q)[0], atol=1e-5, rtol=1e-5)
 
     empty = prepare_edges(torch.zeros(2, 0, dtype=torch.long), 5, add_self_loops=False)
     x = torch.randn(5, 2, 4)
-    out, alpha = gather_edge_attention(x, x, x, empty)
+    out, alpha = attend(x, x, x, empty)
     assert bool((out == 0).all()) and alpha.shape == (0, 2)
     with pytest.raises(ValueError, match="edge_key"):
-        gather_edge_attention(x, x, x, empty, edge_key=torch.randn(3, 2, 4))
+        attend(x, x, x, empty, edge_key=torch.randn(3, 2, 4))
 
 
 def test_layer_kernels_agree_and_auto_picks_gather_for_molecule_sized_batches(
