@@ -353,8 +353,7 @@ class GraphSelfAttention(nn.Module):
                 "attention dropout in training; use kernel='auto' to fall back to the "
                 "reference kernel"
             )
-        compiled = numba_usable(device, dtype)
-        if self.kernel == "numba" and not compiled:
+        if self.kernel == "numba" and not numba_usable(device, dtype):
             raise GraphInputError(
                 "kernel='numba' needs Numba (pip install numba) and float32 or float64 "
                 f"tensors on the CPU, got {dtype} on {device}; use kernel='auto'"
@@ -364,7 +363,8 @@ class GraphSelfAttention(nn.Module):
         if not applies:
             return "reference"
         size = (edges.num_edges, self.heads, self.head_dim)
-        return choose_kernel(*size, edge_terms, device, edges.num_nodes, numba=compiled)
+        numba = numba_usable(device, dtype)
+        return choose_kernel(*size, edge_terms, device, edges.num_nodes, numba=numba)
 
     def _sparse(
         self,

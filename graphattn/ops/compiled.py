@@ -18,9 +18,10 @@ from typing import TypeVar
 
 import torch
 
-__all__ = ["jit", "numba_available", "per_process"]
+__all__ = ["DTYPES", "jit", "numba_available", "per_process"]
 
 T = TypeVar("T")
+DTYPES = (torch.float32, torch.float64)  # what the compiled code takes (NumPy has no bf16)
 _PARALLEL_PID: int | None = None  # the process whose Numba threads have run
 
 

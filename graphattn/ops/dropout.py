@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from graphattn.ops.compiled import jit, numba_available
+from graphattn.ops.compiled import DTYPES, jit, numba_available
 
 __all__ = ["dropout", "keep_mask"]
 
@@ -69,13 +69,19 @@ def keep_mask(shape: torch.Size | tuple[int, ...], p: float, dtype: torch.dtype)
 
 
 def _keep_mask(shape: torch.Size | tuple[int, ...], drop_levels: int, dtype: torch.dtype) -> Tensor:
-    if dtype in (torch.float32, torch.float64) and numba_available():
-        return _compiled_keep_mask(shape, drop_levels, dtype)
+    scale = _LEVELS / (_LEVELS - drop_levels)
+    if dtype in DTYPES and numba_available():
+        return _compiled_keep_mask(shape, drop_levels, scale, dtype)
     count = torch.Size(shape).numel()
-    words = torch.empty((count + 3) // 4, dtype=torch.int64).random_(-(2**63), None)
+    words = _random_words((count + 3) // 4)
     uniforms = words.view(torch.int16)[:count].view(shape)  # each in [-2**15, 2**15)
     mask = torch.ge(uniforms, drop_levels - _LEVELS // 2, out=torch.empty(shape, dtype=dtype))
-    return mask.mul_(_LEVELS / (_LEVELS - drop_levels))
+    return mask.mul_(scale)
+
+
+def _random_words(count: int) -> Tensor:
+    """``[count]`` int64 words of 64 random bits from torch's (seeded) generator."""
+    return torch.empty(count, dtype=torch.int64).random_(-(2**63), None)
 
 
 @functools.cache
@@ -114,17 +120,12 @@ def _fill_mask():
 
 
 def _compiled_keep_mask(
-    shape: torch.Size | tuple[int, ...], drop_levels: int, dtype: torch.dtype
+    shape: torch.Size | tuple[int, ...], drop_levels: int, scale: float, dtype: torch.dtype
 ) -> Tensor:
     mask = torch.empty(shape, dtype=dtype)
-    seed = torch.empty((), dtype=torch.int64).random_(-(2**63), None)  # torch's generator
+    seed = np.uint64(int(_random_words(1)) % 2**64)
     flat = mask.view(-1).numpy()
-    _fill_mask()(
-        flat,
-        np.uint64(int(seed) % 2**64),
-        np.uint64(drop_levels),
-        flat.dtype.type(_LEVELS / (_LEVELS - drop_levels)),
-    )
+    _fill_mask()(flat, seed, np.uint64(drop_levels), flat.dtype.type(scale))
     return mask
 
 

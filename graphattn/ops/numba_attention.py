@@ -45,12 +45,11 @@ import torch
 from torch import Tensor
 
 from graphattn.ops.attention import check_edge_attention_inputs, default_scale
-from graphattn.ops.compiled import jit, numba_available, per_process
+from graphattn.ops.compiled import DTYPES, jit, numba_available, per_process
 from graphattn.ops.graph import EdgeSet
 
 __all__ = ["numba_edge_attention", "usable"]
 
-DTYPES = (torch.float32, torch.float64)
 _BY_SOURCE = "numba.by_source"
 
 
@@ -240,17 +239,19 @@ class _NumbaEdgeAttention(torch.autograd.Function):
         need_q, need_k, need_v, need_ek, need_ev = ctx.needs_input_grad[:5]
         if grad_out is None:
             grad_out = torch.zeros_like(out)
-        grad_out = _array(grad_out, dt, 3)
-        qa = _array(q, dt, 3)
-        ds = torch.empty_like(alpha).numpy()
+        qa, ka, va, eka, eva, go = (
+            _array(t, dt, 3) for t in (q, k, v, edge_key, edge_value, grad_out)
+        )
         # One tensor feeding both edge terms: its whole gradient goes to one slot.
         summed = ctx.same_edge_terms and need_ek and need_ev
-        dq = np.empty_like(qa)
-        dek = np.empty_like(_array(edge_key, dt, 3)) if need_ek else None
-        dev = np.empty_like(_array(edge_value, dt, 3)) if need_ev and not summed else None
+        need_dev = need_ev and not summed
+        none = _array(None, dt, 3)
+        ds = np.empty_like(alpha.numpy())
+        dq = np.empty_like(qa)  # pass 1 computes it whether or not it is needed
+        dek = np.empty_like(eka) if need_ek else none
+        dev = np.empty_like(eva) if need_dev else none
         by_target(
-            qa,
-            *(_array(t, dt, 3) for t in (k, v, edge_key, edge_value)),
+            qa, ka, va, eka, eva,
             edge_key is not None,
             edge_value is not None,
             edges.src.numpy(),
@@ -258,44 +259,32 @@ class _NumbaEdgeAttention(torch.autograd.Function):
             qa.dtype.type(ctx.scale),
             out.numpy(),
             alpha.numpy(),
-            grad_out,
+            go,
             _array(grad_alpha, dt, 2),
             grad_alpha is not None,
-            ds,
-            dq,
-            _array(None, dt, 3) if dek is None else dek,
-            _array(None, dt, 3) if dev is None else dev,
+            ds, dq, dek, dev,
             need_ek,
-            need_ev and not summed,
+            need_dev,
             summed,
-        )
-        dk = np.empty_like(qa) if need_k else _array(None, dt, 3)
-        dv = np.empty_like(qa) if need_v else _array(None, dt, 3)
+        )  # fmt: skip
+        dk = np.empty_like(qa) if need_k else none
+        dv = np.empty_like(qa) if need_v else none
         if need_k or need_v:
             perm, colptr = _by_source(edges)
             by_source(
-                qa,
-                grad_out,
-                edges.dst.numpy(),
-                perm,
-                colptr,
-                alpha.numpy(),
-                ds,
-                dk,
-                dv,
-                need_k,
-                need_v,
-            )
+                qa, go, edges.dst.numpy(), perm, colptr, alpha.numpy(), ds, dk, dv,
+                need_k, need_v,
+            )  # fmt: skip
 
-        def tensor(a: np.ndarray | None, needed: bool) -> Tensor | None:
-            return torch.from_numpy(a) if needed and a is not None else None
+        def tensor(a: np.ndarray, needed: bool) -> Tensor | None:
+            return torch.from_numpy(a) if needed else None
 
         return (
             tensor(dq, need_q),
             tensor(dk, need_k),
             tensor(dv, need_v),
             tensor(dek, need_ek),
-            tensor(dev, need_ev and not summed),
+            tensor(dev, need_dev),
             None,
             None,
         )
