@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from graphattn import GraphInputError
 from graphattn.nn import DenseMemoryError, GraphSelfAttention, GraphTransformerLayer
 from graphattn.ops import prepare_edges, reference_edge_attention
+from graphattn.ops.compiled import numba_available
 from tests.graphs import random_batch, random_graph
 
 SCORES = ["dot", "additive"]
@@ -272,6 +273,25 @@ def test_prepared_edges_are_cached_per_graph_and_invalidated_by_edits():
     assert prepare_edges(edge_index, 8) is not first
 
 
+@pytest.mark.parametrize("edge_dim", [None, 3])
+@pytest.mark.parametrize("kernel", ["auto", "reference", "numba", "gather", "fused"])
+def test_training_after_an_inference_mode_pass_on_the_same_graph(kernel, edge_dim):
+    """Full-graph training evaluates and trains on one edge_index: what the eval pass under
+    inference_mode prepared must not reach autograd (inference tensors cannot be saved)."""
+    if kernel == "numba" and not numba_available():
+        pytest.skip("numba is not installed")
+    layer = make_layer(edge_dim=edge_dim, kernel=kernel)
+    edge_index = random_graph(10, 30, torch.Generator().manual_seed(3))
+    x = torch.randn(10, 8)
+    edge_attr = None if edge_dim is None else torch.randn(edge_index.size(1), edge_dim)
+    for mode in ("sparse", "dense"):
+        with torch.inference_mode():
+            expected = layer(x, edge_index, edge_attr, mode=mode)
+        out = layer(x, edge_index, edge_attr, mode=mode)
+        out.sum().backward()
+        torch.testing.assert_close(out.detach(), expected)
+
+
 def test_cached_edges_are_dropped_when_their_graph_is_freed():
     from graphattn.ops.graph import _CACHE
 
@@ -376,8 +396,9 @@ def test_auto_mode_picks_dense_for_a_small_complete_graph_and_sparse_for_a_large
     layer = make_layer(mode="auto")
     n = 12
     complete = torch.cartesian_prod(torch.arange(n), torch.arange(n)).t()
-    edges = layer.allowed_edges(complete, n, None)
-    assert layer.resolve_mode(edges, dense_layout(n, None, torch.device("cpu")), "cpu") == "dense"
+    small = dense_layout(n, None, torch.device("cpu"))
+    complete_edges = layer.allowed_edges(complete, n, None)
+    assert layer.resolve_mode(complete_edges, small, "cpu") == "dense"
 
     big = 20_000
     sparse = random_graph(big, 10 * big, torch.Generator().manual_seed(0))
@@ -387,6 +408,16 @@ def test_auto_mode_picks_dense_for_a_small_complete_graph_and_sparse_for_a_large
     # auto gives the same numbers as either explicit mode
     x = torch.randn(n, 8)
     torch.testing.assert_close(layer(x, complete), layer(x, complete, mode="sparse"))
+    # the memory estimate follows the inputs' dtype: a budget between the float32 and
+    # float64 estimates makes float64 inputs run sparse rather than fail the budget
+    layer.max_dense_bytes = layer.dense_bytes(small, torch.float32)
+    assert layer.dense_bytes(small, torch.float64) > layer.max_dense_bytes
+    assert layer.resolve_mode(complete_edges, small, "cpu") == "dense"
+    assert layer.resolve_mode(complete_edges, small, "cpu", torch.float64) == "sparse"
+    wide = layer.double()
+    torch.testing.assert_close(
+        wide(x.double(), complete), wide(x.double(), complete, mode="sparse")
+    )
 
 
 def test_choose_mode_rule_per_device():

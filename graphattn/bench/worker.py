@@ -128,7 +128,7 @@ def _graph_info(spec: CaseSpec, model: nn.Module, graphs: list[GraphInput]) -> d
             "dense_estimate_bytes": dense,
         }
         if spec.impl == "auto":
-            row["auto_choice"] = model.layer.resolve_mode(edges, layout, g.x.device)
+            row["auto_choice"] = model.layer.resolve_mode(edges, layout, g.x.device, g.x.dtype)
         rows.append(row)
     return _average_rows(rows)
 

@@ -242,7 +242,11 @@ class GraphSelfAttention(nn.Module):
         )
 
     def resolve_mode(
-        self, edges: EdgeSet, layout: DenseLayout | GraphSizes, device: torch.device
+        self,
+        edges: EdgeSet,
+        layout: DenseLayout | GraphSizes,
+        device: torch.device,
+        dtype: torch.dtype = torch.float32,
     ) -> str:
         """Pick ``"sparse"`` or ``"dense"`` for ``mode="auto"``.
 
@@ -250,12 +254,13 @@ class GraphSelfAttention(nn.Module):
         ``max_dense_bytes``, the fraction of allowed pairs among the padded ``B·L²``
         pairs is at least the device's crossover density, and (on a GPU) the sparse
         work is large enough for per-pair costs rather than fixed costs to decide.
+        ``dtype`` is that of the inputs, which sets the dense memory estimate.
         """
         return choose_mode(
             num_edges=edges.num_edges,
             num_graphs=layout.num_graphs,
             max_nodes=layout.max_nodes,
-            dense_bytes=self.dense_bytes(layout),
+            dense_bytes=self.dense_bytes(layout, dtype),
             max_dense_bytes=self.max_dense_bytes,
             device=device,
             channels=self.heads * self.head_dim,
@@ -302,7 +307,7 @@ class GraphSelfAttention(nn.Module):
         mode = self.mode if mode is None else mode
         _check_choice("mode", mode, MODES)
         if mode == "auto":
-            mode = self.resolve_mode(edges, graph_sizes(x.size(0), batch), x.device)
+            mode = self.resolve_mode(edges, graph_sizes(x.size(0), batch), x.device, x.dtype)
         if mode == "dense":
             layout = dense_layout(x.size(0), batch, x.device)
             out, alpha = self._dense(q, k, v, edges, edge_terms, layout, return_attention)

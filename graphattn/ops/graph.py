@@ -7,7 +7,11 @@ averaged), self-loops are added where asked and missing, and the edges are sorte
 (``rowptr``), which the fused kernels walk node by node.
 
 Preparation is cached per ``edge_index`` tensor (identity plus in-place version
-counter), so a stack of layers called on the same graph prepares it once.
+counter), so a stack of layers called on the same graph prepares it once. Edits that
+bypass the version counter (through ``edge_index.data`` or a NumPy view) are not seen:
+pass a new tensor, or ``cache=False``, after such an edit. Edge sets prepared under
+``torch.inference_mode()`` are kept apart from the others, whose tensors autograd may
+need to save for a backward pass.
 """
 
 from __future__ import annotations
@@ -257,7 +261,9 @@ def prepare_edges(
         num_nodes: N; every index must lie in ``[0, N)``.
         add_self_loops: give every node an edge to itself (not doubled if present).
         cache: reuse the result for the same (unchanged) ``edge_index`` (and ``batch``)
-            tensors, so stacked layers prepare a graph once.
+            tensors, so stacked layers prepare a graph once. "Unchanged" is judged by
+            the tensors' in-place version counters, which edits through ``.data`` or
+            NumPy views do not advance.
         attend: ``"edges"`` (the input edges), ``"khop"`` (all pairs within ``hops``
             directed steps) or ``"global"`` (all pairs inside each graph of ``batch``).
         hops: largest hop distance for ``"khop"``; for ``"global"`` the distances up
@@ -287,6 +293,9 @@ def prepare_edges(
         add_self_loops,
         attend,
         hops,
+        # Inference tensors cannot be saved for backward: an edge set (and what kernels
+        # cache in it) made under inference mode must not serve a later training step.
+        torch.is_inference_mode_enabled(),
     )
     hit = _CACHE.get(key, tensors)
     if hit is None:
