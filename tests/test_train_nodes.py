@@ -86,3 +86,71 @@ def test_facebook_pages_short_run_learns(data_dir):
     metrics = train_node_model(data, masks, config, progress=False)
     majority = torch.bincount(data.y[val]).max().item() / int(val.sum())
     assert metrics["val"]["accuracy"] > majority + 0.2
+
+
+def test_a_networkx_graph_without_node_features_trains_on_structural_ones(tmp_path):
+    import networkx as nx
+
+    from graphattn.featurize import from_networkx
+    from graphattn.featurize.graph import structural_features
+
+    data = from_networkx(nx.karate_club_graph(), label_attr="club")
+    assert getattr(data, "x", None) is None
+    masks = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    metrics = train_node_model(
+        data, masks, NodeTrainConfig(epochs=3), run_dir=tmp_path, progress=False
+    )
+    expected = structural_features(data.edge_index, data.num_nodes).size(1)
+    assert metrics["model"].config.in_channels == expected
+    with open(tmp_path / "predictions.csv") as handle:
+        assert len(list(csv.DictReader(handle))) == 34
+
+
+def test_labels_of_a_single_class_are_refused_by_name():
+    import networkx as nx
+    import pytest
+
+    from graphattn import GraphInputError
+    from graphattn.featurize import from_networkx
+
+    G = nx.path_graph(6)
+    nx.set_node_attributes(G, "only", "kind")
+    data = from_networkx(G, label_attr="kind")
+    masks = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    with pytest.raises(GraphInputError, match=r"at least 2 classes .* found 1: \['only'\]"):
+        train_node_model(data, masks, NodeTrainConfig(epochs=1), progress=False)
+
+
+def test_networkx_missing_values_unlabel_nodes_and_refuse_nan_features():
+    import math
+
+    import networkx as nx
+    import pytest
+
+    from graphattn import GraphInputError
+    from graphattn.featurize import from_networkx
+
+    G = nx.path_graph(5)
+    for node, label in enumerate(["a", math.nan, "b", None, float("nan")]):
+        G.nodes[node]["label"] = label
+        G.nodes[node]["h"] = float(node)
+    data = from_networkx(G, label_attr="label")
+    assert data.y.tolist() == [0, -1, 1, -1, -1]
+    assert data.label_names == ["a", "b"]
+    for bad in (None, math.nan, math.inf):
+        G.nodes[3]["h"] = bad
+        with pytest.raises(GraphInputError, match=r"node 3: attribute 'h' = .* not a finite"):
+            from_networkx(G, node_attrs=["h"])
+
+
+def test_masks_of_the_wrong_shape_are_refused_by_name():
+    import pytest
+
+    from graphattn import GraphInputError
+
+    data = load_node_dataset("karate")
+    train, val, test = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    with pytest.raises(GraphInputError, match=r"masks\['val'\] must be a bool tensor of shape"):
+        train_node_model(data, {"train": train, "val": val[:-1], "test": test}, progress=False)
+    with pytest.raises(GraphInputError, match="masks must have the keys"):
+        train_node_model(data, {"train": train, "test": test}, progress=False)

@@ -154,16 +154,18 @@ def _report_loops_and_duplicates(
 
 
 def encode_labels(labels: Sequence[Hashable | None]) -> tuple[Tensor, list]:
-    """Encode class labels as 0..C-1 in sorted order; ``None`` becomes -1.
+    """Encode class labels as 0..C-1 in sorted order; ``None`` and NaN become -1.
 
     Args:
-        labels: one label (any hashable) or ``None`` (unlabelled) per node.
+        labels: one label (any hashable) per node, or ``None`` or a float NaN (how
+            pandas marks a missing value) for an unlabelled node.
 
     Returns:
         ``y`` ``[N]`` long and the sorted class names (``label_names[c]`` is class c).
         Labels of mixed types that cannot be compared are sorted by
         (type name, string form).
     """
+    labels = [None if _is_missing(v) else v for v in labels]
     classes = {v for v in labels if v is not None}
     try:
         names = sorted(classes)
@@ -172,6 +174,11 @@ def encode_labels(labels: Sequence[Hashable | None]) -> tuple[Tensor, list]:
     index = {name: c for c, name in enumerate(names)}
     y = torch.tensor([-1 if v is None else index[v] for v in labels], dtype=torch.long)
     return y, names
+
+
+def _is_missing(label: Hashable | None) -> bool:
+    # NaN != NaN, so NaN labels would each become a class of their own.
+    return label is None or (isinstance(label, float) and math.isnan(label))
 
 
 def from_networkx(
@@ -189,7 +196,8 @@ def from_networkx(
         node_attrs: numeric node attribute names (scalars or 1-D sequences), their
             values concatenated in this order into ``x`` ``[N, F]`` float32.
         label_attr: node attribute holding a class label (any hashable). Classes are
-            numbered in sorted order; nodes without the attribute get -1.
+            numbered in sorted order; nodes without the attribute, or whose value is
+            ``None`` or NaN, get -1.
 
     Returns:
         ``Data`` with ``edge_index`` ``[2, E]``, ``num_nodes``, ``node_ids`` (list, the
@@ -198,7 +206,8 @@ def from_networkx(
         when ``label_attr`` is given.
 
     Raises:
-        GraphInputError: a node lacks one of ``node_attrs`` or has a non-numeric value.
+        GraphInputError: a node lacks one of ``node_attrs`` or has a non-numeric or
+            non-finite (``None``, NaN, infinite) value.
     """
     node_ids = list(G.nodes)
     index = {key: i for i, key in enumerate(node_ids)}
@@ -239,11 +248,16 @@ def _node_attribute_matrix(G: nx.Graph, node_ids: list, names: Sequence[str]) ->
             if name not in attrs:
                 raise GraphInputError(f"node {key!r} has no attribute {name!r}")
             try:
-                row.extend(np.asarray(attrs[name], dtype=np.float64).reshape(-1).tolist())
+                values = np.asarray(attrs[name], dtype=np.float64).reshape(-1)
             except (TypeError, ValueError) as err:
                 raise GraphInputError(
                     f"node {key!r}: attribute {name!r} = {attrs[name]!r} is not numeric"
                 ) from err
+            if not np.isfinite(values).all():  # None converts to NaN
+                raise GraphInputError(
+                    f"node {key!r}: attribute {name!r} = {attrs[name]!r} is not a finite number"
+                )
+            row.extend(values.tolist())
         rows.append(row)
     widths = {len(r) for r in rows}
     if len(widths) > 1:

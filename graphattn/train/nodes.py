@@ -9,6 +9,7 @@ on test) -> metrics on the test nodes.
 from __future__ import annotations
 
 import csv
+import logging
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,6 +20,8 @@ import torch.nn.functional as F
 from sklearn.metrics import confusion_matrix
 from tqdm.auto import tqdm
 
+from graphattn.errors import GraphInputError
+from graphattn.featurize.graph import structural_features
 from graphattn.models.node import NodeClassifier, NodeModelConfig
 from graphattn.optim import adamw
 from graphattn.train.checkpoint import save_checkpoint
@@ -27,6 +30,8 @@ from graphattn.train.metrics import node_metrics
 from graphattn.train.plots import plot_confusion_matrix, plot_graph, plot_learning_curve
 
 __all__ = ["DATASET_DEFAULTS", "NodeTrainConfig", "train_node_model", "train_node_model_cli"]
+
+log = logging.getLogger(__name__)
 
 MAX_DRAWN_NODES = 3000
 
@@ -97,9 +102,55 @@ def _train_inputs(
     return known, hidden
 
 
+def _node_features(data) -> torch.Tensor:
+    """``data.x``; for a graph without node features, structural ones (as
+    :func:`~graphattn.datasets.social.load_node_graph` adds them)."""
+    if getattr(data, "x", None) is not None:
+        return data.x.float()
+    log.info("the graph has no node features x: using structural features (degree, walks)")
+    return structural_features(data.edge_index, int(data.num_nodes))
+
+
+PARTS = ("train", "val", "test")
+
+
+def _mask_dict(masks, num_nodes: int) -> dict[str, torch.Tensor]:
+    """``{"train", "val", "test"}`` boolean ``[N]`` masks from a dict or a 3-tuple (as
+    :func:`~graphattn.splits.nodes.node_split_masks` returns)."""
+    if not isinstance(masks, dict):
+        masks = dict(zip(PARTS, masks, strict=True))
+    if set(masks) != set(PARTS):
+        raise GraphInputError(f"masks must have the keys {PARTS}, got {sorted(masks)}")
+    for part, mask in masks.items():
+        if mask.dtype != torch.bool or mask.shape != (num_nodes,):
+            raise GraphInputError(
+                f"masks[{part!r}] must be a bool tensor of shape [{num_nodes}], got "
+                f"{mask.dtype} {list(mask.shape)}"
+            )
+    return {part: masks[part] for part in PARTS}
+
+
+def _check_labels(data) -> torch.Tensor:
+    """``data.y`` as long, once it is known to hold at least two classes."""
+    if getattr(data, "y", None) is None:
+        raise GraphInputError(
+            "the graph has no labels y (from_networkx(..., label_attr=NAME) or a label file "
+            "gives them)"
+        )
+    y = data.y.long()
+    classes = torch.unique(y[y >= 0]).tolist()
+    if len(classes) < 2:
+        names = getattr(data, "label_names", None) or classes
+        raise GraphInputError(
+            f"node classification needs at least 2 classes among the labelled nodes; "
+            f"found {len(classes)}: {[names[c] for c in classes] if classes else []}"
+        )
+    return y
+
+
 def train_node_model(
     data,
-    masks: dict[str, torch.Tensor],
+    masks: dict[str, torch.Tensor] | tuple[torch.Tensor, torch.Tensor, torch.Tensor],
     config: NodeTrainConfig | None = None,
     run_dir: str | Path | None = None,
     dataset_name: str = "custom",
@@ -108,9 +159,12 @@ def train_node_model(
     """Train a node classifier on one graph and (optionally) write a run folder.
 
     Args:
-        data: ``Data`` with ``x [N, F]``, ``edge_index``, ``y [N]`` (-1 = unlabelled);
-            optional ``label_names`` and ``node_ids``.
-        masks: ``{"train", "val", "test"}`` boolean ``[N]`` masks (disjoint).
+        data: ``Data`` with ``edge_index``, ``y [N]`` (-1 = unlabelled, at least two
+            classes) and ``x [N, F]`` (without ``x``: structural features, see
+            :func:`~graphattn.featurize.graph.structural_features`); optional
+            ``label_names`` and ``node_ids``.
+        masks: ``{"train", "val", "test"}`` boolean ``[N]`` masks (disjoint), or the
+            ``(train, val, test)`` tuple of :func:`~graphattn.splits.nodes.node_split_masks`.
         config: training settings.
         run_dir: folder for ``model.pt``, ``metrics.json``, ``predictions.csv``,
             ``confusion_matrix.png``, ``learning_curve.png``, ``graph.png``.
@@ -123,12 +177,14 @@ def train_node_model(
     config = config or NodeTrainConfig()
     device = training_device(config.device)
     seed_everything(config.seed)
-    y = data.y.long()
+    y = _check_labels(data)
+    masks = _mask_dict(masks, int(data.num_nodes))
+    features = _node_features(data)
     num_classes = int(y.max()) + 1
     label_inputs = _use_label_inputs(config, masks)
     model = NodeClassifier(
         NodeModelConfig(
-            in_channels=data.x.size(1),
+            in_channels=features.size(1),
             num_classes=num_classes,
             hidden=config.hidden,
             layers=config.layers,
@@ -147,7 +203,7 @@ def train_node_model(
     eval_known = torch.where(masks["train"], y, torch.full_like(y, -1))
     # Labels and masks stay on the CPU for the label masking and the metrics; the
     # model's inputs and the loss's labels go to the device, once.
-    x, edge_index = data.x.float().to(device), data.edge_index.to(device)
+    x, edge_index = features.to(device), data.edge_index.to(device)
     y_device, train_device = y.to(device), masks["train"].to(device)
     eval_inputs = eval_known.to(device) if label_inputs else None
     history = []
@@ -207,7 +263,9 @@ def train_node_model(
         "config": asdict(config),
     }
     if run_dir is not None:
-        _write_run(Path(run_dir), model, data, masks, pred, known_inputs, history, metrics)
+        _write_run(
+            Path(run_dir), model, data, features, masks, pred, known_inputs, history, metrics
+        )
     return {**metrics, "model": model}
 
 
@@ -223,7 +281,7 @@ def _label_names(data, num_classes: int) -> list[str]:
     return [str(n) for n in names] if names else [str(c) for c in range(num_classes)]
 
 
-def _write_run(run_dir: Path, model, data, masks, pred, known, history, metrics) -> None:
+def _write_run(run_dir: Path, model, data, features, masks, pred, known, history, metrics) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     names = _label_names(data, metrics["num_classes"])
     save_checkpoint(
@@ -244,7 +302,7 @@ def _write_run(run_dir: Path, model, data, masks, pred, known, history, metrics)
         part[mask.numpy()] = name
     device = next(model.parameters()).device
     with torch.no_grad():
-        inputs = (data.x.float().to(device), data.edge_index.to(device))
+        inputs = (features.to(device), data.edge_index.to(device))
         known = None if known is None else known.to(device)
         probs = torch.softmax(model(*inputs, known), -1).cpu().numpy()
     with open(run_dir / "predictions.csv", "w", newline="", encoding="utf-8") as handle:
@@ -311,11 +369,6 @@ def train_node_model_cli(args, config: NodeTrainConfig) -> dict:
             labels_per_class=config.labels_per_class,
             seed=config.seed,
         )
-    masks = (
-        dict(zip(("train", "val", "test"), masks, strict=True))
-        if isinstance(masks, tuple)
-        else masks
-    )
     metrics = train_node_model(
         data, masks, config, run_dir=args.out, dataset_name=name, progress=not args.no_progress
     )
