@@ -184,3 +184,12 @@ def test_load_rejects_broken_json(tmp_path: Path) -> None:
     path.write_text("{not json")
     with pytest.raises(GraphInputError, match="not a valid split"):
         load_split(path)
+
+
+def test_scaffold_split_puts_an_oversized_largest_group_in_train() -> None:
+    acyclic = ["C" * n + "O" for n in range(1, 51)]  # 50 molecules, one (empty) scaffold
+    rings = [f"C1{'C' * (a - 1)}1{'C' * k}" for a in range(3, 8) for k in range(2)]
+    split = scaffold_split(acyclic + rings, (0.8, 0.1, 0.1), seed=0)
+    assert_partition(split, 60)
+    assert set(range(50)) <= set(split["train"].tolist())  # not the test part
+    assert len(split["val"]) > 0 and len(split["test"]) > 0

@@ -264,3 +264,61 @@ def test_cli_ensemble_flag_and_its_checks(tmp_path, capsys):
     assert "ensemble must be at least 1 model, got 0" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="--ensemble applies to molecule training only"):
         main(["train", "--dataset", "karate", "--ensemble", "2", "--out", str(tmp_path / "k")])
+
+
+def tiny_config(**changes) -> MoleculeTrainConfig:
+    return MoleculeTrainConfig(**{"epochs": 2, "model": {"hidden": 16, "layers": 1}, **changes})
+
+
+def test_no_usable_rows_is_an_error_that_still_writes_skipped_csv(tmp_path):
+    from graphattn import GraphInputError
+
+    source = tmp_path / "m.csv"
+    source.write_text("smiles,y\nCCO,high\nCCN,low\n")
+    dataset = MoleculeCSV(source, target_cols=["y"])
+    with pytest.raises(GraphInputError, match=r"all 2 rows were skipped \(e\.g\. row 0: .*high"):
+        train_molecule_model(dataset, tiny_config(), run_dir=tmp_path / "run", progress=False)
+    with open(tmp_path / "run" / "skipped.csv") as handle:
+        assert [r["smiles"] for r in csv.DictReader(handle)] == ["CCO", "CCN"]
+
+
+def test_splits_and_targets_the_trainer_cannot_use_are_errors(tmp_path):
+    from graphattn import GraphInputError
+
+    two = tmp_path / "two.csv"
+    two.write_text("smiles,y\nCCO,1\nCCC,2\n")
+    with pytest.raises(GraphInputError, match=r"left the val part empty"):
+        train_molecule_model(MoleculeCSV(two, target_cols=["y"]), tiny_config(), progress=False)
+
+    empty = tmp_path / "empty.csv"
+    empty.write_text("smiles,y,z\n" + "".join(f"{'C' * n}O,,{n}\n" for n in range(1, 13)))
+    with pytest.raises(
+        GraphInputError, match=r"target column 'y' has no values among the 10 training"
+    ):
+        train_molecule_model(
+            MoleculeCSV(empty, target_cols=["y", "z"]), tiny_config(), progress=False
+        )
+
+    three = tmp_path / "three.csv"
+    three.write_text("smiles,c\n" + "".join(f"{'C' * n}O,{n % 3}\n" for n in range(1, 13)))
+    with pytest.raises(GraphInputError, match=r"must be 0 or 1 .* row \d+ \(C+O\) has c = 2"):
+        train_molecule_model(
+            MoleculeCSV(three, target_cols=["c"]),
+            tiny_config(task="classification"),
+            progress=False,
+        )
+
+
+def test_an_undefined_validation_metric_selects_on_validation_loss(tmp_path, caplog):
+    # one positive in 12: seed 0 leaves the validation part with one class only
+    source = tmp_path / "m.csv"
+    source.write_text("smiles,c\n" + "".join(f"{'C' * n}O,{int(n == 3)}\n" for n in range(1, 13)))
+    dataset = MoleculeCSV(source, target_cols=["c"])
+    config = tiny_config(task="classification", epochs=4)
+    with caplog.at_level("WARNING"):
+        metrics = train_molecule_model(dataset, config, run_dir=tmp_path / "run", progress=False)
+    assert "ROC-AUC is undefined" in caplog.text
+    assert metrics["selection_metric"] == "val_loss"
+    assert 1 <= metrics["best_epoch"] <= 4  # a best epoch was chosen (not -1)
+    history = json.loads((tmp_path / "run" / "history.json").read_text())["history"]
+    assert all(np.isfinite(h["val_loss"]) for h in history)

@@ -10,8 +10,10 @@ than half the validation size or half the test size are "large": they come first
 largest first (ties broken by scaffold SMILES). The remaining groups follow in an
 order shuffled with ``seed``. Each group in turn goes whole into train if train
 stays within its target size, else into val if val stays within its size, else into
-test. So a scaffold never appears in two parts, and the big common scaffolds land in
-train, leaving rarer scaffolds for evaluation.
+test; the first (largest) group goes into train even when it alone is larger than
+train's target. So a scaffold never appears in two parts, and the big common scaffolds
+land in train, leaving rarer scaffolds for evaluation. A data set dominated by one
+scaffold can leave val or test empty; the trainer then says so.
 """
 
 from __future__ import annotations
@@ -141,7 +143,7 @@ def scaffold_split(
     parts: dict[str, list[int]] = {name: [] for name in SPLIT_NAMES}
     for key in large + [small[i] for i in order]:
         group = groups[key]
-        if len(parts["train"]) + len(group) <= n_train:
+        if not parts["train"] or len(parts["train"]) + len(group) <= n_train:
             parts["train"] += group
         elif len(parts["val"]) + len(group) <= n_val:
             parts["val"] += group

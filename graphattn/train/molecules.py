@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -180,6 +181,77 @@ def _make_split(dataset, config: MoleculeTrainConfig) -> dict[str, np.ndarray]:
     raise ValueError(f"split must be 'random' or 'scaffold', got {config.split!r}")
 
 
+def _check_not_empty(dataset, run_dir: str | Path | None) -> None:
+    """Refuse a data set without molecules, after writing its ``skipped.csv``."""
+    if len(dataset) > 0:
+        return
+    skipped = list(getattr(dataset, "skipped", []))
+    where = ""
+    if run_dir is not None and hasattr(dataset, "write_skipped"):
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        where = f"; reasons in {dataset.write_skipped(Path(run_dir) / 'skipped.csv')}"
+    first = f" (e.g. row {skipped[0].row}: {skipped[0].reason})" if skipped else ""
+    raise GraphInputError(
+        f"no molecules to train on: all {len(skipped)} rows were skipped{first}{where}"
+    )
+
+
+def _check_parts(parts: dict[str, list], target_cols: list[str], config) -> None:
+    """Refuse splits and targets the trainer cannot learn or select a model from."""
+    for name, part in parts.items():
+        if not part:
+            sizes = {k: len(v) for k, v in parts.items()}
+            raise GraphInputError(
+                f"the {config.split} split with fractions {tuple(config.fractions)} left the "
+                f"{name} part empty ({sizes}); every part needs molecules: use more data, "
+                "other fractions or a random split"
+            )
+    known = (~torch.isnan(torch.cat([d.y for d in parts["train"]]))).sum(0).tolist()
+    for column, count in zip(target_cols, known, strict=True):
+        if count == 0:
+            raise GraphInputError(
+                f"target column {column!r} has no values among the {len(parts['train'])} "
+                "training molecules"
+            )
+    if bool(torch.isnan(torch.cat([d.y for d in parts["val"]])).all()):
+        raise GraphInputError(
+            f"none of the {len(parts['val'])} validation molecules has a target value "
+            f"({', '.join(target_cols)}): nothing to choose the model on"
+        )
+    if config.task == "classification":
+        for part in parts.values():
+            for data in part:
+                _check_binary(data, target_cols)
+
+
+def _check_binary(data, target_cols: list[str]) -> None:
+    for column, value in zip(target_cols, data.y.view(-1).tolist(), strict=True):
+        if not math.isnan(value) and value not in (0.0, 1.0):
+            raise GraphInputError(
+                f"classification targets must be 0 or 1 (or empty): row "
+                f"{getattr(data, 'row', '?')} ({data.smiles}) has {column} = {value:g}"
+            )
+
+
+def _selection_metric(task: str, val_items: list) -> str:
+    """The validation metric that picks the best epoch: RMSE or ROC-AUC where the
+    validation targets define it (two labelled molecules; both classes), else the loss."""
+    y = torch.cat([d.y for d in val_items]).numpy()
+    columns = [col[~np.isnan(col)] for col in y.T]
+    if task == "regression" and any(col.size >= 2 for col in columns):
+        return "rmse"
+    if task != "regression" and any(np.unique(col).size == 2 for col in columns):
+        return "roc_auc"
+    log.warning(
+        "validation %s is undefined on the %d validation molecules (%s): the best epoch "
+        "is chosen by validation loss instead",
+        "RMSE" if task == "regression" else "ROC-AUC",
+        len(val_items),
+        "fewer than 2 labelled" if task == "regression" else "one class only per target",
+    )
+    return "loss"
+
+
 def train_molecule_model(
     dataset,
     config: MoleculeTrainConfig | None = None,
@@ -207,9 +279,11 @@ def train_molecule_model(
         raise GraphInputError(f"ensemble must be at least 1 model, got {config.ensemble}")
     device = training_device(config.device)
     seed_everything(config.seed)
+    _check_not_empty(dataset, run_dir)
     split = _make_split(dataset, config)
     items = [dataset[i] for i in range(len(dataset))]
     parts = {name: [items[i] for i in idx] for name, idx in split.items()}
+    _check_parts(parts, list(dataset.target_cols), config)
     targets = torch.cat([d.y for d in parts["train"]])
     task = config.task
     scaler = (
@@ -237,7 +311,7 @@ def train_molecule_model(
     eval_loaders = {
         name: DataLoader(parts[name], batch_size=256) for name in ("train", "val", "test")
     }
-    metric = "rmse" if task == "regression" else "roc_auc"
+    metric = _selection_metric(task, parts["val"])
     train_descriptors = (
         torch.cat([d.mol_x for d in parts["train"]]) if model_config.mol_dim else None
     )
@@ -281,6 +355,7 @@ def train_molecule_model(
         "val": results["val"],
         "train": results["train"],
         "best_epoch": best_epochs[0] if len(best_epochs) == 1 else best_epochs,
+        "selection_metric": f"val_{metric}",
         "epochs_run": len(history),
         "ensemble_size": len(members),
         "train_seconds": round(train_seconds, 2),
@@ -330,7 +405,7 @@ def _fit(
     schedule = warmup_cosine(
         optimizer, config.warmup_epochs * steps_per_epoch, config.epochs * steps_per_epoch
     )
-    stopper = EarlyStopping(config.patience, higher_is_better=config.task != "regression")
+    stopper = EarlyStopping(config.patience, higher_is_better=metric == "roc_auc")
     device = _model_device(model)
     history: list[dict] = []
     start = time.perf_counter()
@@ -349,7 +424,7 @@ def _fit(
             total += loss.item() * batch.num_graphs
             count += batch.num_graphs
         val_pred, val_y = _predict_loader(model, val_loader, scaler, config.task)
-        val_value = _metrics(config.task, val_y, val_pred)[metric]
+        val_value = _validation_value(config.task, metric, val_y, val_pred)
         best = stopper.step(val_value, epoch, model)
         loss_value = total / max(count, 1)
         history.append(
@@ -363,6 +438,14 @@ def _fit(
             break
     stopper.restore(model)
     return history, stopper.best_epoch
+
+
+def _validation_value(task: str, metric: str, y: np.ndarray, pred: np.ndarray) -> float:
+    if metric != "loss":
+        return _metrics(task, y, pred)[metric]
+    if task == "regression":  # pred is in target units here; the loss is on that scale
+        return float(np.nanmean((pred - y) ** 2))
+    return float(masked_loss(torch.from_numpy(pred), torch.from_numpy(y), task))
 
 
 def _write_run(
