@@ -1,5 +1,28 @@
 """Exceptions raised for bad input."""
 
+from __future__ import annotations
+
+from pathlib import Path
+
 
 class GraphInputError(ValueError):
     """Input that cannot be used as given: the message names the problem and the values."""
+
+
+def not_utf8_error(path: str | Path, err: UnicodeDecodeError) -> GraphInputError:
+    """A :class:`GraphInputError` naming the first line of ``path`` that is not UTF-8.
+
+    ``err`` only knows its position within one buffered chunk, so the file is read
+    again, line by line, to find the line.
+    """
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                byte = line[bad.start : bad.start + 1]
+                return GraphInputError(
+                    f"{path}: line {number} is not UTF-8 text (byte {byte!r} at column "
+                    f"{bad.start + 1}); save the file as UTF-8"
+                )
+    return GraphInputError(f"{path}: not UTF-8 text ({err.reason}); save the file as UTF-8")

@@ -259,6 +259,15 @@ def test_empty_smiles_raises(smiles: str) -> None:
     assert repr(smiles) in str(info.value)
 
 
+@pytest.mark.parametrize(("smiles", "first"), [("C C", "C"), ("CCO x", "CCO"), ("CC\nO", "CC")])
+def test_whitespace_inside_a_smiles_is_an_error_not_a_name(smiles: str, first: str) -> None:
+    # RDKit alone would parse the text before the whitespace and drop the rest
+    with pytest.raises(InvalidSmilesError, match=f"would read only {first!r}") as info:
+        parse_smiles(smiles)
+    assert info.value.smiles == smiles
+    assert parse_smiles(" CCO\t").GetNumAtoms() == 3  # surrounding whitespace is fine
+
+
 def test_non_string_input_raises_type_error() -> None:
     with pytest.raises(TypeError, match="float"):
         MoleculeFeaturizer()(float("nan"))  # type: ignore[arg-type]

@@ -227,3 +227,10 @@ def test_dataset_featurizer_is_the_loaders_default_with_overrides():
     assert dataset_featurizer("freesolv").contributions is False
     with pytest.raises(KeyError, match="unknown molecule data set"):
         dataset_featurizer("tox21")
+
+
+def test_a_csv_that_is_not_utf8_is_an_error_naming_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.csv"
+    path.write_bytes("smiles,name,y\nCCO,ethanol,1\nCCN,amin\u00e9,2\n".encode("latin-1"))
+    with pytest.raises(GraphInputError, match=r"latin1\.csv: line 3 is not UTF-8 .*b'\\xe9'"):
+        MoleculeCSV(path, target_cols=["y"])

@@ -33,7 +33,7 @@ from torch.utils.data import Dataset
 from torch_geometric.data import Data
 
 from graphattn.datasets.files import resolve_file, sha256sum
-from graphattn.errors import GraphInputError
+from graphattn.errors import GraphInputError, not_utf8_error
 from graphattn.featurize.molecule import (
     InvalidSmilesError,
     MoleculeFeaturizer,
@@ -281,16 +281,19 @@ class MoleculeCSV(MoleculeDataset):
     ) -> None:
         self.path = Path(path)
         targets = [target_cols] if isinstance(target_cols, str) else list(target_cols)
-        with open(self.path, newline="", encoding="utf-8-sig") as handle:
-            lines = (line for line in handle if not (comment and line.startswith(comment)))
-            reader = csv.reader(lines)
-            header = list(fieldnames) if fieldnames is not None else next(reader, None)
-            if header is None:
-                raise GraphInputError(f"{self.path}: empty file, expected a header row")
-            columns = [_column_index(header, col, self.path) for col in [smiles_col, *targets]]
-            rows = (fields for fields in reader if fields)  # blank lines are not rows
-            records = _csv_records(rows, header, columns, targets, limit)
-            super().__init__(records, targets, featurizer, name or self.path.name)
+        try:
+            with open(self.path, newline="", encoding="utf-8-sig") as handle:
+                lines = (line for line in handle if not (comment and line.startswith(comment)))
+                reader = csv.reader(lines)
+                header = list(fieldnames) if fieldnames is not None else next(reader, None)
+                if header is None:
+                    raise GraphInputError(f"{self.path}: empty file, expected a header row")
+                columns = [_column_index(header, col, self.path) for col in [smiles_col, *targets]]
+                rows = (fields for fields in reader if fields)  # blank lines are not rows
+                records = _csv_records(rows, header, columns, targets, limit)
+                super().__init__(records, targets, featurizer, name or self.path.name)
+        except UnicodeDecodeError as err:
+            raise not_utf8_error(self.path, err) from err
 
 
 def _csv_records(

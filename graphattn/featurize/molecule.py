@@ -111,8 +111,9 @@ def _failure_reason(smiles: str) -> str:
 def parse_smiles(smiles: str) -> Chem.Mol:
     """Parse and sanitise a SMILES string with RDKit's defaults, logging nothing.
 
-    Surrounding whitespace is ignored. Hydrogens written in the SMILES are merged into
-    their heavy atoms where RDKit does so by default.
+    Surrounding whitespace is ignored; whitespace inside is an error (RDKit would read
+    only the text before it, taking the rest for a name). Hydrogens written in the
+    SMILES are merged into their heavy atoms where RDKit does so by default.
 
     Args:
         smiles (str): the SMILES string.
@@ -130,6 +131,10 @@ def parse_smiles(smiles: str) -> Chem.Mol:
     text = smiles.strip()
     if not text:
         raise InvalidSmilesError(smiles, "empty SMILES")
+    if any(c.isspace() for c in text):
+        raise InvalidSmilesError(
+            smiles, f"whitespace inside the SMILES (RDKit would read only {text.split()[0]!r})"
+        )
     with rdBase.BlockLogs():
         mol = Chem.MolFromSmiles(text)
     if mol is None:
