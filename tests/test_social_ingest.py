@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import logging
 import time
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from graphattn.cli.main import main
 from graphattn.datasets.social import (
     NODE_DATASETS,
     load_node_dataset,
@@ -289,6 +291,183 @@ def test_text_column_becomes_hashed_features(tmp_path):
     assert torch.allclose(text.norm(dim=1), torch.ones(3))
     assert float(text[0] @ text[2]) > 0  # both mention "acme"
     assert data.label_names == ["company", "tvshow"] and data.y.tolist() == [0, 1, 0]
+
+
+# ----------------------------------------------------------------------------- reported defects
+
+
+def test_comment_with_a_quote_does_not_swallow_the_following_lines(tmp_path):
+    path = write(tmp_path, "e.csv", 'src,dst\n0,1\n#x,"bad\n1,2\n2,3\n3,4\n')
+    edge_index, node_ids, report = read_edge_list(path, directed=True)
+    assert report.num_input_edges == 4
+    assert edge_set(edge_index, node_ids) == {("0", "1"), ("1", "2"), ("2", "3"), ("3", "4")}
+    bad = write(tmp_path, "b.csv", 'src,dst\n%x,"y\n0,1\n2\n')
+    with pytest.raises(GraphInputError, match=r"b.csv, line 4: malformed line"):
+        read_edge_list(bad)
+
+
+def test_quoted_field_spanning_a_line_that_looks_like_a_comment(tmp_path):
+    path = write(tmp_path, "t.csv", 'id,name,label\n1,"two\n# not a comment",a\n2,x,b\n')
+    assert read_labels(path) == {"1": "a", "2": "b"}
+
+
+@pytest.mark.parametrize(
+    ("text", "edges"),
+    [("node1 node2\nnode2 node3\nnode3 node1\n", 3), ("source,target\ntarget,source\n", 2)],
+    ids=["shaped-like-ids", "ids-recur"],
+)
+def test_edge_row_of_column_names_that_are_node_ids_is_data(tmp_path, caplog, text, edges):
+    with caplog.at_level(logging.WARNING):
+        _, _, report = read_edge_list(write(tmp_path, "e.txt", text), directed=True)
+    assert report.num_input_edges == edges
+    assert "line 1" in caplog.text and "read as data" in caplog.text
+
+
+def test_label_row_of_ids_named_like_columns_is_data(tmp_path):
+    path = write(tmp_path, "l.csv", "node1,compute\nnode2,storage\nnode3,compute\n")
+    assert read_labels(path) == {"node1": "compute", "node2": "storage", "node3": "compute"}
+    assert read_labels(path, has_header=True) == {"node2": "storage", "node3": "compute"}
+
+
+def test_detected_header_is_a_warning_naming_file_and_row(tmp_path, caplog):
+    path = write(tmp_path, "e.csv", "source,target\n0,1\n")
+    with caplog.at_level(logging.WARNING):
+        read_edge_list(path)
+    [record] = [r for r in caplog.records if "header" in r.getMessage()]
+    assert record.levelno == logging.WARNING
+    assert "e.csv: line 1" in record.getMessage() and "['source', 'target']" in record.getMessage()
+    assert "has_header" in record.getMessage()
+
+
+def test_feature_file_with_numeric_column_names_has_a_header(tmp_path):
+    edges = write(tmp_path, "e.csv", "0,1\n1,2\n")
+    labels = write(tmp_path, "l.csv", "id,label\n0,a\n1,b\n2,a\n")
+    feats = write(tmp_path, "feats.csv", "id,0,1\n0,0.5,1\n1,0,0\n2,1,1\n")
+    table = read_node_features(feats)
+    assert table.ids == ["0", "1", "2"] and table.columns == ["0", "1"]
+    data = load_node_graph(edges, labels=labels, features=feats)
+    assert data.node_ids == ["0", "1", "2"]
+    assert data.x.tolist() == [[0.5, 1.0], [0.0, 0.0], [1.0, 1.0]]
+
+
+def test_tab_file_whose_first_line_has_a_comma_is_tab_separated(tmp_path):
+    path = write(tmp_path, "l.tsv", "0\tgovernment,local\n1\tcompany\n2\tgovernment\n")
+    assert read_labels(path) == {"0": "government,local", "1": "company", "2": "government"}
+    edges = write(tmp_path, "e.tsv", "a,b\tc\nc\td\n")
+    _, node_ids, _ = read_edge_list(edges)
+    assert node_ids == ["a,b", "c", "d"]
+
+
+def test_comma_needs_every_line_then_whitespace(tmp_path):
+    path = write(tmp_path, "l.txt", "0 a,b\n1 c\n")
+    assert read_labels(path) == {"0": "a,b", "1": "c"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["0 a\n1 b\n2\n", "0,a\n1,b\n2,\n", "0,a\n1,b\n2\n"],
+    ids=["whitespace", "csv", "csv-short"],
+)
+def test_label_line_without_a_label_leaves_the_node_unlabelled(tmp_path, caplog, text):
+    with caplog.at_level(logging.WARNING):
+        assert read_labels(write(tmp_path, "l.txt", text)) == {"0": "a", "1": "b"}
+    assert "1 line(s) with an empty or missing label" in caplog.text
+    assert "line 3" in caplog.text
+
+
+def test_tab_separated_label_keeps_its_spaces(tmp_path):
+    path = write(tmp_path, "l.tsv", "0\tpolitical party\n1\tcompany\n")
+    assert read_labels(path) == {"0": "political party", "1": "company"}
+
+
+def test_whitespace_label_with_spaces_is_an_error(tmp_path):
+    path = write(tmp_path, "l.txt", "0 company\n1 political party\n")
+    with pytest.raises(GraphInputError, match=r"l.txt, line 2: 3 whitespace-separated.*delimiter"):
+        read_labels(path)
+    with pytest.raises(GraphInputError, match="line 2"):
+        read_labels(path, label_col=1)
+    header = write(tmp_path, "h.txt", "id label\n0 company\n1 political party\n")
+    with pytest.raises(GraphInputError, match=r"h.txt, line 3: 3 whitespace-separated"):
+        read_labels(header)
+
+
+def test_whitespace_extra_fields_are_fine_when_selected(tmp_path):
+    path = write(tmp_path, "l.txt", "0 Acme company\n1 Foo tvshow\n")
+    assert read_labels(path, label_col=2) == {"0": "company", "1": "tvshow"}
+    edges = write(tmp_path, "e.txt", "0 1\n")
+    data = load_node_graph(edges, labels=path, text_col=1, label_col=2, text_dim=16)
+    assert data.label_names == ["company", "tvshow"] and "text" in data.x_blocks
+
+
+def test_whitespace_text_with_spaces_is_an_error(tmp_path):
+    path = write(tmp_path, "f.txt", "0 Acme\n1 Foo Bar\n")
+    with pytest.raises(GraphInputError, match=r"f.txt, line 2: 3 whitespace-separated"):
+        read_node_features(path, text_col=1)
+
+
+def test_label_column_named_label_is_the_default(tmp_path):
+    path = write(tmp_path, "l.csv", "id,label,name\n0,a,Acme Co\n1,b,Foo\n2,a,Acme\n")
+    assert read_labels(path) == {"0": "a", "1": "b", "2": "a"}
+    assert read_labels(path, label_col="name")["1"] == "Foo"
+    edges = write(tmp_path, "e.csv", "0,1\n1,2\n")
+    data = load_node_graph(edges, labels=path, text_col="name", text_dim=16)
+    assert data.label_names == ["a", "b"] and data.y.tolist() == [0, 1, 0]
+
+
+def test_default_label_column_that_is_the_text_column_is_an_error(tmp_path):
+    path = write(tmp_path, "l.csv", "id,kind,name\n0,a,Acme\n1,b,Foo\n")
+    edges = write(tmp_path, "e.csv", "0,1\n")
+    with pytest.raises(GraphInputError, match="default label column 'name' is the text column"):
+        load_node_graph(edges, labels=path, text_col="name")
+    data = load_node_graph(edges, labels=path, text_col="name", label_col="kind", text_dim=16)
+    assert data.label_names == ["a", "b"]
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--labels", "l.csv"],
+        ["--dataset", "karate", "--labels", "l.csv"],
+        ["--features", "f.csv"],
+        ["--text-col", "name"],
+        ["--label-col", "kind"],
+        ["--delimiter", "tab"],
+        ["--header", "auto"],
+    ],
+    ids=" ".join,
+)
+def test_cli_node_file_flags_need_edges(tmp_path, capsys, flags):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", *flags, "--epochs", "1", "--out", str(tmp_path / "r")])
+    assert exit_info.value.code == 2
+    assert f"{flags[-2]} needs --edges" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_cli_edges_and_a_named_dataset_are_alternatives(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--dataset", "karate", "--edges", "e.txt", "--out", str(tmp_path)])
+    assert "--edges and --dataset are alternatives" in capsys.readouterr().err
+
+
+def test_cli_file_flags_reach_the_readers(tmp_path):
+    graph = nx.karate_club_graph()
+    edges = write(
+        tmp_path, "e.txt", "who;whom\n" + "".join(f"p{u};p{v}\n" for u, v in graph.edges())
+    )
+    rows = "".join(f"p{n};{club};member {n}\n" for n, club in graph.nodes(data="club"))
+    labels = write(tmp_path, "l.txt", "who;club;name\n" + rows)
+    out = tmp_path / "run"
+    flags = ["--delimiter", "semicolon", "--header", "yes", "--label-col", "club"]
+    argv = ["--edges", str(edges), "--labels", str(labels), "--text-col", "name", *flags]
+    assert main(["train", *argv, "--epochs", "1", "--out", str(out), "--no-progress"]) == 0
+    with open(out / "predictions.csv") as handle:
+        predictions = list(csv.DictReader(handle))
+    assert {r["node_id"] for r in predictions} == {f"p{n}" for n in range(34)}
+    assert {r["label"] for r in predictions} == {"Mr. Hi", "Officer"}
 
 
 # ------------------------------------------------------------------ structural and text features

@@ -22,6 +22,9 @@ from graphattn.bench.cases import SUITES
 DEFAULT_DATASET = "nci-tpsa"
 MOLECULE_SETS = ("esol", "freesolv", "nci-tpsa")
 NODE_SETS = ("karate", "facebook-pages")
+DELIMITERS = ("comma", "tab", "semicolon", "whitespace")  # train.nodes.CLI_DELIMITERS
+HEADERS = ("auto", "yes", "no")
+NODE_FILE_FLAGS = ("labels", "features", "text_col", "label_col", "delimiter", "header")
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
@@ -40,10 +43,28 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         dest="target_cols",
         help="target column of --csv (repeat for several targets)",
     )
-    src.add_argument("--edges", type=Path, help="edge list (CSV or whitespace text)")
+    src.add_argument(
+        "--edges", type=Path, help="edge list (comma-, tab- or whitespace-separated text)"
+    )
     src.add_argument("--labels", type=Path, help="node label file for --edges")
     src.add_argument("--features", type=Path, help="optional node feature file for --edges")
     src.add_argument("--text-col", help="text column of --features/--labels turned into features")
+    src.add_argument(
+        "--label-col",
+        help="label column (header name) of --labels (default: a column named 'label', "
+        "else the last)",
+    )
+    src.add_argument(
+        "--delimiter",
+        choices=DELIMITERS,
+        help="delimiter of the --edges/--labels/--features files (default: sniffed)",
+    )
+    src.add_argument(
+        "--header",
+        choices=HEADERS,
+        help="whether the --edges/--labels/--features files start with a header "
+        "(default auto: detected per file)",
+    )
     src.add_argument(
         "--data-dir",
         type=Path,
@@ -176,6 +197,17 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (_add_train, _add_predict, _add_evaluate, _add_bench):
         add(sub)
     return parser
+
+
+def _check_train_sources(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse flags that the chosen data source would ignore."""
+    if args.edges is None:
+        for name in NODE_FILE_FLAGS:
+            if getattr(args, name) is not None:
+                parser.error(f"--{name.replace('_', '-')} needs --edges")
+    elif args.dataset is not None or args.csv is not None:
+        flag = "--dataset" if args.dataset is not None else "--csv"
+        parser.error(f"--edges and {flag} are alternatives: give one data source")
 
 
 def _overrides(args: argparse.Namespace, names: tuple[str, ...]) -> dict:
@@ -359,7 +391,10 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "train":
+        _check_train_sources(parser, args)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",

@@ -3,18 +3,28 @@
 File formats (edge lists, label files, node feature files):
 
 * Text in UTF-8 (a byte-order mark is ignored). Blank lines and lines starting with
-  ``#`` or ``%`` (SNAP and KONECT comments) are skipped.
-* Delimiter: a comma when the first data line contains one (parsed with the
-  ``csv`` module, so quoted fields may hold commas), otherwise any run of
-  whitespace. Pass ``delimiter`` to override (``","``, ``"\\t"``, ``";"`` or
-  ``"whitespace"``).
-* Header: the first data line is a header when every checked field of it (the two
-  endpoints of an edge list, the id column of a label file, the value columns of a
-  feature file) is a well-known column name (``src``, ``target``, ``id``, ``node``,
-  ...), or when one of those fields fails to parse (an integer id, a number) while
-  the same fields of the second line parse. String node ids with an unusual header
-  cannot be told apart from data: pass ``has_header=True``. A detected header is
-  logged.
+  ``#`` or ``%`` (SNAP and KONECT comments) are skipped before any parsing, so a
+  quote in a comment cannot join lines; error messages give the lines' numbers in
+  the file.
+* Delimiter, sniffed from the data lines (a line holding a single field says
+  nothing and is not looked at): a tab when every data line has one, else a comma
+  when every data line has one, else any run of whitespace. Tab- and
+  comma-separated files are parsed with the ``csv`` module, so quoted fields may
+  hold the delimiter. Pass ``delimiter`` to override (``","``, ``"\\t"``, ``";"``
+  or ``"whitespace"``), e.g. for a CSV file with quoted fields spanning lines.
+* Whitespace-separated files cannot hold a label or text with spaces: a line with
+  more fields than the header (or, without a header, than the selected columns
+  need) is an error, not a guess.
+* Header: the first data line is a header when its node id fields (the two
+  endpoints of an edge list, the id column of a label or feature file) are
+  well-known column names (``src``, ``target``, ``id``, ``node``, ...), or the
+  value columns of a feature file are, or when one of the checked fields fails to
+  parse (an integer id, a number) while the same fields of the second line parse.
+  It is read as data after all when one of its id fields is also a node id of
+  another line of the file, or has the same shape (digits aside) as one: ``node1``
+  next to ``node2``. A detected header is logged as a warning; so is a row of
+  column names read as data. String node ids with an unusual header cannot be told
+  apart from data: pass ``has_header``.
 * Node ids are kept as strings. When every id is a canonical decimal integer
   (``"7"``, not ``"07"``), nodes are numbered in integer order, so ids 0..N-1 map
   to themselves; otherwise in sorted string order.
@@ -23,7 +33,8 @@ Policies: self-loops and duplicate edges are kept as read (the attention layers
 merge duplicates and add missing self-loops), counted in the graph's
 :class:`~graphattn.featurize.graph.GraphReport` and logged as warnings. Nodes that
 appear only in a label or feature file are added as isolated nodes (a page with no
-edges is still a page), with a warning saying how many.
+edges is still a page), with a warning saying how many. Label lines without a label
+(an empty or missing label field) leave the node unlabelled, counted in a warning.
 """
 
 from __future__ import annotations
@@ -76,6 +87,7 @@ KNOWN_COLUMNS = frozenset(
      "node_1", "node_2", "source_id", "target_id")
 )  # fmt: skip
 _CANONICAL_INT = re.compile(r"-?(0|[1-9][0-9]*)\Z")
+_DIGITS = re.compile(r"[0-9]+")
 
 
 # ----------------------------------------------------------------------------- rows
@@ -102,6 +114,9 @@ def _gc_paused(function: Callable) -> Callable:
     return wrapper
 
 
+WHITESPACE = "whitespace"
+
+
 @dataclass
 class _Rows:
     """The data rows of a text file: ``(line number, fields)`` pairs and its header."""
@@ -109,38 +124,84 @@ class _Rows:
     path: Path
     rows: list[tuple[int, list[str]]]
     header: list[str] | None
+    delimiter: str
 
 
-def _open_rows(path: PathLike, delimiter: str | None) -> list[tuple[int, list[str]]]:
-    """``(line number, fields)`` of the data lines of ``path`` (fields stripped)."""
-    path = Path(path)
+def _open_rows(path: Path, delimiter: str | None) -> tuple[list[tuple[int, list[str]]], str]:
+    """``(line number, fields)`` of the data lines of ``path`` (fields stripped), and
+    the delimiter used."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as err:
         raise GraphInputError(f"{path}: not UTF-8 text ({err})") from err
     lines = text.splitlines()
     if delimiter is None:
-        first = next((ln for ln in lines if _is_data(ln)), "")
-        delimiter = "," if "," in first else "whitespace"
-    if delimiter in ("whitespace", " "):
-        return [(n, ln.split()) for n, ln in enumerate(lines, 1) if _is_data(ln)]
+        delimiter = _sniff_delimiter(lines)
+    if delimiter in (WHITESPACE, " "):
+        return [(n, ln.split()) for n, ln in enumerate(lines, 1) if _is_data(ln)], WHITESPACE
     rows = _csv_rows(lines, delimiter)
     if any(c in text for c in " \t"):
         rows = [(n, [f.strip() for f in fields]) for n, fields in rows]
-    return [(n, f) for n, f in rows if any(f) and f[0][:1] not in ("#", "%")]
+    return _drop_empty_rows(path, rows), delimiter
+
+
+def _sniff_delimiter(lines: list[str]) -> str:
+    """Tab if every data line has one, else comma if every one has one, else
+    whitespace; lines holding a single field are not looked at."""
+    split = [ln for ln in lines if _is_data(ln) and ("," in ln or len(ln.split(None, 1)) > 1)]
+    for delimiter in ("\t", ","):
+        if split and all(delimiter in ln for ln in split):
+            return delimiter
+    return WHITESPACE
+
+
+class _RecordLines:
+    """The lines fed to ``csv.reader``: blank and comment lines are skipped where a
+    record starts (never inside a quoted field); remembers where each record starts."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self._numbered = enumerate(lines, 1)
+        self.at_record_start = True
+        self.start_line = 0
+
+    def __iter__(self) -> _RecordLines:
+        return self
+
+    def __next__(self) -> str:
+        for number, line in self._numbered:
+            if not self.at_record_start:
+                return line
+            if _is_data(line):
+                self.at_record_start, self.start_line = False, number
+                return line
+        raise StopIteration
 
 
 def _csv_rows(lines: list[str], delimiter: str) -> list[tuple[int, list[str]]]:
-    """Parse ``lines`` as CSV, numbering each record by the line it starts on."""
-    records = list(csv.reader(lines, delimiter=delimiter))
-    if len(records) == len(lines):  # no quoted field spans lines: record k is line k + 1
-        return list(enumerate(records, 1))
-    reader = csv.reader(lines, delimiter=delimiter)
-    numbered, line = [], 1
-    for fields in reader:
-        numbered.append((line, fields))
-        line = reader.line_num + 1
+    """Parse the data lines as CSV, numbering each record by the line it starts on."""
+    if not any('"' in line for line in lines):  # no quoted field: a record is a line
+        numbers = [n for n, line in enumerate(lines, 1) if _is_data(line)]
+        records = csv.reader([lines[n - 1] for n in numbers], delimiter=delimiter)
+        return list(zip(numbers, records, strict=True))
+    feed = _RecordLines(lines)
+    numbered = []
+    for fields in csv.reader(feed, delimiter=delimiter):
+        numbered.append((feed.start_line, fields))
+        feed.at_record_start = True
     return numbered
+
+
+def _drop_empty_rows(path: Path, rows: list[tuple[int, list[str]]]) -> list[tuple[int, list[str]]]:
+    kept = [(n, fields) for n, fields in rows if any(fields)]
+    if len(kept) < len(rows):
+        first = next(n for n, fields in rows if not any(fields))
+        log.warning(
+            "%s: %d line(s) with only empty fields skipped (first: line %d)",
+            path,
+            len(rows) - len(kept),
+            first,
+        )
+    return kept
 
 
 def _is_data(line: str) -> bool:
@@ -152,35 +213,89 @@ def _read_rows(
     path: PathLike,
     delimiter: str | None,
     has_header: bool | None,
+    id_cols: Sequence[int],
     checked: Sequence[int] | None,
-    parses,
+    parses: Callable[[str], bool],
 ) -> _Rows:
-    """Read the data rows of ``path``; decide on a header from columns ``checked``.
-
-    ``checked=None`` checks every column but the first.
-    """
-    rows = _open_rows(path, delimiter)
+    """Read the data rows of ``path``; decide on a header from the node id columns
+    ``id_cols`` and the columns ``checked`` (``None``: every column but the ids)."""
+    path = Path(path)
+    rows, delimiter = _open_rows(path, delimiter)
     if checked is None:
-        checked = tuple(range(1, len(rows[0][1]))) if rows else ()
-    if has_header is None:
-        has_header = _looks_like_header(rows, checked, parses)
+        width = len(rows[0][1]) if rows else 0
+        checked = tuple(c for c in range(width) if c not in id_cols)
+    detected = has_header is None
+    if detected:
+        has_header = _looks_like_header(path, rows, id_cols, checked, parses)
     header = None
     if has_header and rows:
         (line, header), rows = rows[0], rows[1:]
-        log.info("%s: line %d read as a header: %s", path, line, header)
-    return _Rows(Path(path), rows, header)
+        if detected:
+            log.warning(
+                "%s: line %d read as a header, not data: %s (pass has_header=False, "
+                "CLI --header no, if it is data)",
+                path,
+                line,
+                header,
+            )
+        else:
+            log.info("%s: line %d read as a header: %s", path, line, header)
+    return _Rows(path, rows, header, delimiter)
 
 
-def _looks_like_header(rows: list[tuple[int, list[str]]], checked: Sequence[int], parses) -> bool:
-    if not rows:
+def _looks_like_header(
+    path: Path,
+    rows: list[tuple[int, list[str]]],
+    id_cols: Sequence[int],
+    checked: Sequence[int],
+    parses: Callable[[str], bool],
+) -> bool:
+    if not rows or not _header_like(rows, id_cols, checked, parses):
         return False
-    first = _pick(rows[0][1], checked)
-    if first and all(f.lower() in KNOWN_COLUMNS for f in first):
+    ids = _pick(rows[0][1], id_cols)
+    if not _ids_recur(ids, rows[1:], id_cols):
         return True
+    log.warning(
+        "%s: line %d %s looks like column names but matches the node ids of other "
+        "lines: read as data (pass has_header=True, CLI --header yes, if it is a header)",
+        path,
+        rows[0][0],
+        rows[0][1],
+    )
+    return False
+
+
+def _header_like(
+    rows: list[tuple[int, list[str]]],
+    id_cols: Sequence[int],
+    checked: Sequence[int],
+    parses: Callable[[str], bool],
+) -> bool:
+    """Column names in the id fields or the checked fields, or checked fields that
+    fail to parse where the second line's parse."""
+    first_ids = _pick(rows[0][1], id_cols)
+    first = _pick(rows[0][1], checked)
+    for names in (first_ids, first):
+        if names and all(f.lower() in KNOWN_COLUMNS for f in names):
+            return True
     if len(rows) < 2 or all(parses(f) for f in first):
         return False
     second = _pick(rows[1][1], checked)
     return len(second) == len(first) and all(parses(f) for f in second)
+
+
+def _ids_recur(ids: list[str], rows: list[tuple[int, list[str]]], id_cols: Sequence[int]) -> bool:
+    """Whether one of ``ids`` is a node id of ``rows``, or shaped like one: the same
+    text once digit runs are blanked (``node1`` and ``node7``; numbers aside)."""
+    others = {fields[c] for _, fields in rows for c in id_cols if c < len(fields)}
+    if any(i in others for i in ids):
+        return True
+    shapes = {_shape(i) for i in ids if _DIGITS.search(i) and not i.isdigit()}
+    return bool(shapes) and any(_shape(o) in shapes for o in others if not o.isdigit())
+
+
+def _shape(text: str) -> str:
+    return _DIGITS.sub("0", text)
 
 
 def _pick(fields: list[str], columns: Sequence[int]) -> list[str]:
@@ -214,6 +329,13 @@ def _column_index(column: Column, header: list[str] | None, path: Path, role: st
     if column not in header:
         raise GraphInputError(f"{path}: no {role} column {column!r}; header is {header}")
     return header.index(column)
+
+
+def _column_name(table: _Rows, column: int) -> Column:
+    """The header name of ``column`` when there is one, else its index."""
+    if table.header and -len(table.header) <= column < len(table.header):
+        return table.header[column]
+    return column
 
 
 def _field(fields: list[str], column: int, path: Path, line: int, role: str) -> str:
@@ -268,7 +390,7 @@ class _EdgeRows:
 def _read_edge_rows(
     path: PathLike, delimiter: str | None = None, has_header: bool | None = None
 ) -> _EdgeRows:
-    table = _read_rows(path, delimiter, has_header, (0, 1), _is_int)
+    table = _read_rows(path, delimiter, has_header, (0, 1), (0, 1), _is_int)
     for line, fields in table.rows:
         if len(fields) < 2 or not fields[0] or not fields[1]:
             raise GraphInputError(
@@ -369,42 +491,109 @@ def read_labels(
     """Read node labels (one node per line); the file may cover only some nodes.
 
     Args:
-        path: CSV or whitespace text, with or without a header.
+        path: CSV, tab- or whitespace-separated text, with or without a header.
         id_col: node id column, index or header name (default: the first).
-        label_col: label column, index or header name (default: the last).
+        label_col: label column, index or header name. Default: the column named
+            ``label`` (any case) when the header has one, else the header's last
+            column; without a header, the last column of the first line, or in a
+            whitespace-separated file the column after the id.
         delimiter: as in :func:`read_edge_list`.
         has_header: ``None`` detects (a name in ``id_col``/``label_col`` implies
             ``True``).
 
     Returns:
-        node id -> label (both str). Lines with an empty label are skipped with a
-        warning; a repeated id with the same label is warned about.
+        node id -> label (both str). Lines with an empty or missing label leave
+        the node unlabelled and are counted in a warning; a repeated id with the
+        same label is warned about.
 
     Raises:
-        GraphInputError: a malformed line, or an id given two different labels
-            (naming the id, both labels and both lines).
+        GraphInputError: a malformed line; in a whitespace-separated file, a line
+            with more fields than expected (a label with spaces is ambiguous); an id
+            given two different labels (naming the id, both labels and both lines).
     """
-    if has_header is None and (isinstance(id_col, str) or isinstance(label_col, str)):
+    return _read_labels(path, id_col, label_col, delimiter, has_header)
+
+
+def _read_labels(
+    path: PathLike,
+    id_col: Column | None,
+    label_col: Column | None,
+    delimiter: str | None,
+    has_header: bool | None,
+    text_col: Column | None = None,
+) -> dict[str, str]:
+    """:func:`read_labels`; ``text_col`` is a column also read from the file (as
+    text), so it is not an extra field and cannot be the default label."""
+    if has_header is None and any(isinstance(c, str) for c in (id_col, label_col, text_col)):
         has_header = True
     id_pos = 0 if id_col is None else id_col
-    checked = (id_pos,) if isinstance(id_pos, int) else (0,)
-    table = _read_rows(path, delimiter, has_header, checked, _is_int)
+    id_cols = (id_pos,) if isinstance(id_pos, int) else (0,)
+    table = _read_rows(path, delimiter, has_header, id_cols, id_cols, _is_int)
     id_at = _column_index(id_pos, table.header, table.path, "id")
-    label_at = _column_index(
-        -1 if label_col is None else label_col, table.header, table.path, "label"
+    label_at = (
+        _default_label_column(table, id_at)
+        if label_col is None
+        else _column_index(label_col, table.header, table.path, "label")
     )
+    text_at = (
+        None if text_col is None else _column_index(text_col, table.header, table.path, "text")
+    )
+    _check_label_columns(table, id_at, label_at, text_at, label_col is None)
+    if table.delimiter == WHITESPACE:
+        used = (id_at, label_at) if text_at is None else (id_at, label_at, text_at)
+        _check_whitespace_width(table, used, "a label or text with spaces")
     return _collect_labels(table, id_at, label_at)
+
+
+def _default_label_column(table: _Rows, id_at: int) -> int:
+    if table.header is not None:
+        lowered = [name.lower() for name in table.header]
+        return lowered.index("label") if "label" in lowered else len(table.header) - 1
+    if table.delimiter == WHITESPACE or not table.rows:
+        return id_at + 1
+    return max(len(table.rows[0][1]) - 1, id_at + 1)
+
+
+def _check_label_columns(
+    table: _Rows, id_at: int, label_at: int, text_at: int | None, defaulted: bool
+) -> None:
+    name = _column_name(table, label_at)
+    if label_at == id_at:
+        raise GraphInputError(f"{table.path}: the label column {name!r} is the id column")
+    if table.rows and all(len(fields) <= label_at for _, fields in table.rows):
+        raise GraphInputError(f"{table.path}: no line has a label column {name!r}")
+    if defaulted and label_at == text_at:
+        raise GraphInputError(
+            f"{table.path}: the default label column {name!r} is the text column; "
+            "pass label_col (CLI --label-col)"
+        )
+
+
+def _check_whitespace_width(table: _Rows, used: Sequence[int], what: str) -> None:
+    """In a whitespace-separated file, no line may have more fields than the header,
+    or than the ``used`` columns need: the extra fields would be lost."""
+    if any(c < 0 for c in used):
+        return
+    width = len(table.header) if table.header else max(used) + 1
+    for line, fields in table.rows:
+        if len(fields) > width:
+            raise GraphInputError(
+                f"{table.path}, line {line}: {len(fields)} whitespace-separated fields "
+                f"where {width} are expected: {fields}; {what} is ambiguous here: pass "
+                "delimiter='\\t' or ',' (CLI --delimiter tab|comma) if the file uses one, "
+                "or select the columns"
+            )
 
 
 def _collect_labels(table: _Rows, id_at: int, label_at: int) -> dict[str, str]:
     labels: dict[str, str] = {}
     seen_at: dict[str, int] = {}
-    repeated, empty = [], 0
+    repeated, unlabelled = [], []
     for line, fields in table.rows:
         node = _field(fields, id_at, table.path, line, "id")
-        label = _field(fields, label_at, table.path, line, "label")
+        label = fields[label_at] if -len(fields) <= label_at < len(fields) else ""
         if not label:
-            empty += 1
+            unlabelled.append(line)
         elif node not in labels:
             labels[node], seen_at[node] = label, line
         elif labels[node] == label:
@@ -421,8 +610,14 @@ def _collect_labels(table: _Rows, id_at: int, label_at: int) -> dict[str, str]:
             len(repeated),
             repeated[0],
         )
-    if empty:
-        log.warning("%s: %d line(s) with an empty label skipped", table.path, empty)
+    if unlabelled:
+        log.warning(
+            "%s: %d line(s) with an empty or missing label skipped, their nodes left "
+            "unlabelled (first: line %d)",
+            table.path,
+            len(unlabelled),
+            unlabelled[0],
+        )
     return labels
 
 
@@ -475,15 +670,33 @@ def read_node_features(
         GraphInputError: a malformed line, a repeated node id, or a value that is
             not a finite number (naming the line and column).
     """
+    return _read_node_table(path, id_col, text_col, feature_cols, delimiter, has_header)
+
+
+def _read_node_table(
+    path: PathLike,
+    id_col: Column,
+    text_col: Column | None,
+    feature_cols: Sequence[Column] | None,
+    delimiter: str | None,
+    has_header: bool | None,
+    check_width: bool = True,
+) -> NodeTable:
+    """:func:`read_node_features`; ``check_width=False`` when the file's width was
+    checked already (a label file read for its text column)."""
     named = [c for c in (id_col, text_col, *(feature_cols or ())) if isinstance(c, str)]
     if has_header is None and named:
         has_header = True
-    table = _read_rows(path, delimiter, has_header, None, _is_float)
+    id_cols = (id_col,) if isinstance(id_col, int) else (0,)
+    table = _read_rows(path, delimiter, has_header, id_cols, None, _is_float)
     id_at = _column_index(id_col, table.header, table.path, "id")
     text_at = (
         None if text_col is None else _column_index(text_col, table.header, table.path, "text")
     )
     value_at = _feature_columns(table, id_at, text_at, feature_cols)
+    if check_width and table.delimiter == WHITESPACE:
+        used = [id_at, *value_at] + ([] if text_at is None else [text_at])
+        _check_whitespace_width(table, used, "a text or value with spaces")
     ids = _unique_ids(table, id_at)
     texts = None
     if text_at is not None:
@@ -527,7 +740,7 @@ def _number(fields: list[str], column: int, table: _Rows, line: int) -> float:
     except ValueError:
         value = float("nan")
     if not np.isfinite(value):
-        name = table.header[column] if table.header else column
+        name = _column_name(table, column)
         raise GraphInputError(
             f"{table.path}, line {line}: feature column {name!r} holds {text!r}, "
             "not a finite number"
@@ -553,6 +766,8 @@ def load_node_graph(
     text_method: str = "hashing",
     structural: bool | None = None,
     walk_length: int = 8,
+    delimiter: str | None = None,
+    has_header: bool | None = None,
 ) -> Data:
     """Build a node-classification graph from an edge list and optional node files.
 
@@ -570,7 +785,8 @@ def load_node_graph(
         text_col: text column turned into ``text_dim`` bag-of-words features.
         directed: read the edge list as directed.
         id_col: id column of the label and feature files (default: the first).
-        label_col: label column of the label file (default: the last).
+        label_col: label column of the label file (default: the column named
+            ``label`` when the header has one, else as in :func:`read_labels`).
         feature_cols: numeric columns of the feature file (see
             :func:`read_node_features`).
         text_dim: width of the text features.
@@ -579,6 +795,10 @@ def load_node_graph(
         structural: add structural features; ``None`` adds them only when there are
             no other node features, so attention always has something to score.
         walk_length: random-walk steps of the structural features.
+        delimiter: delimiter of all three files (default: sniffed per file; see
+            :func:`read_edge_list`).
+        has_header: whether all three files have a header (default: detected per
+            file).
 
     Returns:
         ``Data`` with ``x`` ``[N, F]`` float32, ``edge_index`` ``[2, E]``, ``y`` ``[N]``
@@ -591,10 +811,11 @@ def load_node_graph(
             from a numeric feature file, or no features at all with
             ``structural=False``.
     """
-    rows = _read_edge_rows(edges)
-    label_map = _label_map(labels, id_col, label_col)
-    text_source = features if features is not None else labels
-    table = _node_table(features, text_source, id_col, text_col, feature_cols)
+    layout = _Layout(delimiter, has_header)
+    rows = _read_edge_rows(edges, delimiter, has_header)
+    text_in_labels = text_col if features is None else None
+    label_map = _label_map(labels, id_col, label_col, text_in_labels, layout)
+    table = _node_table(features, labels, id_col, text_col, feature_cols, layout)
     node_ids = _all_node_ids(rows, label_map, table)
     edge_index, report = _edges_to_index(rows, node_ids, directed)
     _note_added_nodes(report, rows, node_ids)
@@ -615,33 +836,51 @@ def load_node_graph(
     return data
 
 
+@dataclass
+class _Layout:
+    """How the files of :func:`load_node_graph` are laid out (``None``: detect)."""
+
+    delimiter: str | None
+    has_header: bool | None
+
+
 def _label_map(
-    labels: PathLike | Mapping[str, str] | None, id_col: Column | None, label_col: Column | None
+    labels: PathLike | Mapping[str, str] | None,
+    id_col: Column | None,
+    label_col: Column | None,
+    text_col: Column | None,
+    layout: _Layout,
 ) -> dict[str, str]:
     if labels is None:
         return {}
     if isinstance(labels, Mapping):
         return {str(k): str(v) for k, v in labels.items() if v is not None}
-    return read_labels(labels, id_col=id_col, label_col=label_col)
+    return _read_labels(labels, id_col, label_col, layout.delimiter, layout.has_header, text_col)
 
 
 def _node_table(
     features: PathLike | None,
-    text_source: PathLike | Mapping | None,
+    labels: PathLike | Mapping | None,
     id_col: Column | None,
     text_col: Column | None,
     feature_cols: Sequence[Column] | None,
+    layout: _Layout,
 ) -> NodeTable | None:
+    """The feature file, or the text column of the label file when there is none."""
     id_col = 0 if id_col is None else id_col
     if features is not None:
-        return read_node_features(features, id_col, text_col, feature_cols)
+        return _read_node_table(
+            features, id_col, text_col, feature_cols, layout.delimiter, layout.has_header
+        )
     if text_col is None:
         return None
-    if text_source is None or isinstance(text_source, Mapping):
+    if labels is None or isinstance(labels, Mapping):
         raise GraphInputError(
             f"text_col={text_col!r} needs a feature file or a label file to read it from"
         )
-    return read_node_features(text_source, id_col, text_col, feature_cols=[])
+    return _read_node_table(
+        labels, id_col, text_col, [], layout.delimiter, layout.has_header, check_width=False
+    )
 
 
 def _all_node_ids(rows: _EdgeRows, labels: Mapping[str, str], table: NodeTable | None) -> list:
@@ -763,6 +1002,7 @@ def load_node_dataset(
             text_dim=text_dim,
             structural=True,
             walk_length=walk_length,
+            has_header=True,
         )
     raise KeyError(f"unknown node data set {name!r}; known: {sorted(NODE_DATASETS)}")
 

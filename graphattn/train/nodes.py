@@ -341,13 +341,24 @@ def _write_run(run_dir: Path, model, data, features, masks, pred, known, history
         )
 
 
+# The CLI's --delimiter and --header words, as load_node_graph's arguments.
+CLI_DELIMITERS = {"comma": ",", "tab": "\t", "semicolon": ";", "whitespace": "whitespace"}
+CLI_HEADERS = {"auto": None, "yes": True, "no": False}
+
+
 def _load_cli_data(args):
-    """The graph and its masks for ``graphattn train`` on nodes."""
+    """The graph and its name for ``graphattn train`` on nodes."""
     from graphattn.datasets.social import load_node_dataset, load_node_graph
 
     if args.edges is not None:
         data = load_node_graph(
-            args.edges, labels=args.labels, features=args.features, text_col=args.text_col
+            args.edges,
+            labels=args.labels,
+            features=args.features,
+            text_col=args.text_col,
+            label_col=args.label_col,
+            delimiter=CLI_DELIMITERS.get(args.delimiter),
+            has_header=CLI_HEADERS[args.header or "auto"],
         )
         return data, args.edges.name
     return load_node_dataset(args.dataset, data_dir=args.data_dir), args.dataset
