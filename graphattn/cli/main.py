@@ -2,7 +2,7 @@
 
 graphattn train     [--dataset NAME | --csv FILE ... | --edges FILE --labels FILE ...]
 graphattn predict   --model RUN_DIR --csv FILE [--smiles-col COL] --out FILE
-graphattn evaluate  --model RUN_DIR --csv FILE [--smiles-col COL] [--target-col COL ...]
+graphattn evaluate  --model RUN_DIR --csv FILE [--smiles-col COL] [--target-col [COL=]TARGET ...]
 graphattn bench     [--quick] --out DIR
 """
 
@@ -161,7 +161,8 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
         "--target-col",
         action="append",
         dest="target_cols",
-        help="target column(s); default: the model's own target names",
+        help="target to evaluate: a model target read from the column of that name, or "
+        "COLUMN=TARGET (repeat for several); default: every model target",
     )
     p.add_argument("--out", type=Path, help="also write the metrics JSON here")
     _add_device(p)
@@ -307,62 +308,141 @@ def _report(run_dir: Path, metrics: dict) -> None:
     print(f"run folder: {run_dir}")
 
 
-def _read_csv(path: Path) -> tuple[list[str], list[dict]]:
-    with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        return list(reader.fieldnames or []), list(reader)
+def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
+    """Header (names stripped) and rows of a CSV file, read as ``train`` reads it: UTF-8
+    with or without a byte-order mark; blank lines are not rows."""
+    from graphattn.errors import GraphInputError, not_utf8_error
+
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as handle:
+            reader = csv.reader(handle)
+            header = [name.strip() for name in next(reader, [])]
+            rows = [fields for fields in reader if fields]
+    except UnicodeDecodeError as err:
+        raise not_utf8_error(path, err) from err
+    if not header:
+        raise GraphInputError(f"{path}: empty file, expected a header row")
+    return header, rows
+
+
+def _smiles_of_rows(
+    path: Path, header: list[str], rows: list[list[str]], smiles_col: str
+) -> tuple[list[str], list[str]]:
+    """The SMILES of each row, and a problem per row ("" when none): a row whose number
+    of fields differs from the header's gets no SMILES and says so."""
+    from graphattn.errors import GraphInputError
+
+    if smiles_col not in header:
+        raise GraphInputError(f"{path}: no column {smiles_col!r}; columns are {header}")
+    at = header.index(smiles_col)
+    smiles, problems = [], []
+    for fields in rows:
+        ok = len(fields) == len(header)
+        smiles.append(fields[at].strip() if ok else "")
+        problems.append("" if ok else f"row has {len(fields)} fields, the header has {len(header)}")
+    return smiles, problems
+
+
+def _fresh_name(name: str, taken: set[str]) -> str:
+    """``name``, or ``name_2``, ``name_3``... if the input already has that column."""
+    candidate, k = name, 2
+    while candidate in taken:
+        candidate, k = f"{name}_{k}", k + 1
+    taken.add(candidate)
+    return candidate
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from graphattn.train.checkpoint import load_checkpoint
-    from graphattn.train.molecules import predict_molecules
+    from graphattn.train.molecules import load_molecule_checkpoint, predict_molecules
 
-    columns, rows = _read_csv(args.csv)
-    if args.smiles_col not in columns:
-        raise SystemExit(f"{args.csv}: no column {args.smiles_col!r}; columns are {columns}")
-    smiles = [(r[args.smiles_col] or "").strip() for r in rows]
+    targets = load_molecule_checkpoint(args.model)["target_cols"]
+    header, rows = _read_csv(args.csv)
+    smiles, problems = _smiles_of_rows(args.csv, header, rows, args.smiles_col)
     preds, errors = predict_molecules(args.model, smiles, device=args.device)
-    targets = load_checkpoint(args.model)["target_cols"]
-    out_cols = [*columns, *[f"pred_{t}" for t in targets], "error"]
+    errors = [problem or error for problem, error in zip(problems, errors, strict=True)]
+    taken = set(header)
+    added = [_fresh_name(f"pred_{t}", taken) for t in targets] + [_fresh_name("error", taken)]
+    renamed = [name for name in added if name not in {f"pred_{t}" for t in targets} | {"error"}]
+    if renamed:
+        print(f"the input has columns named like the output's: writing {renamed}", file=sys.stderr)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=out_cols)
-        writer.writeheader()
-        for row, pred, error in zip(rows, preds, errors, strict=True):
-            values = {
-                f"pred_{t}": ("" if np.isnan(p) else f"{p:.6g}")
-                for t, p in zip(targets, pred, strict=True)
-            }
-            writer.writerow({**row, **values, "error": error})
+        writer = csv.writer(handle)
+        writer.writerow([*header, *added])
+        for fields, pred, error in zip(rows, preds, errors, strict=True):
+            cells = (fields + [""] * len(header))[: len(header)]
+            values = ["" if np.isnan(p) else f"{p:.6g}" for p in pred]
+            writer.writerow([*cells, *values, error])
     failed = sum(1 for e in errors if e)
     print(f"predicted {len(rows) - failed} of {len(rows)} rows ({failed} failed) -> {args.out}")
     return 0
 
 
-def cmd_evaluate(args: argparse.Namespace) -> int:
-    from graphattn.train.checkpoint import load_checkpoint
-    from graphattn.train.molecules import evaluate_molecules
+def _evaluated_columns(
+    path: Path, header: list[str], requested: list[str] | None, targets: list[str]
+) -> dict[str, str]:
+    """Model target -> CSV column: ``--target-col NAME`` (a model target in a column of
+    that name) or ``--target-col COLUMN=TARGET``; by default every model target."""
+    from graphattn.errors import GraphInputError
 
-    columns, rows = _read_csv(args.csv)
-    target_cols = args.target_cols or load_checkpoint(args.model)["target_cols"]
-    missing = [c for c in [args.smiles_col, *target_cols] if c not in columns]
+    pairs = [r.split("=", 1) if "=" in r else [r, r] for r in requested or targets]
+    chosen = {target.strip(): column.strip() for column, target in pairs}
+    unknown = [t for t in chosen if t not in targets]
+    if unknown:
+        raise GraphInputError(
+            f"the model has no target(s) {unknown}; its targets are {targets} (use "
+            "--target-col COLUMN=TARGET for a column named otherwise)"
+        )
+    missing = [c for c in chosen.values() if c not in header]
     if missing:
-        raise SystemExit(f"{args.csv}: missing column(s) {missing}; columns are {columns}")
-    smiles = [(r[args.smiles_col] or "").strip() for r in rows]
-    targets = np.array([[_number(r[c]) for c in target_cols] for r in rows], dtype=float)
-    result = evaluate_molecules(args.model, smiles, targets, device=args.device)
-    text = json.dumps(result, indent=2)
+        raise GraphInputError(f"{path}: missing column(s) {missing}; columns are {header}")
+    return chosen
+
+
+def _labels(
+    header: list[str], rows: list[list[str]], chosen: dict[str, str], targets: list[str]
+) -> tuple[np.ndarray, list[dict]]:
+    """``[n, T]`` labels in the model's target order (NaN: not given or not evaluated),
+    and the cells that are not numbers, which are read as missing."""
+    from graphattn.datasets.molecules import parse_target
+
+    labels = np.full((len(rows), len(targets)), np.nan)
+    bad = []
+    for i, fields in enumerate(rows):
+        for target, column in chosen.items():
+            text = fields[header.index(column)] if len(fields) == len(header) else ""
+            try:
+                labels[i, targets.index(target)] = parse_target(text, column)
+            except ValueError as err:
+                bad.append({"row": i, "column": column, "value": text, "reason": str(err)})
+    return labels, bad
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from graphattn.train.loop import to_json
+    from graphattn.train.molecules import evaluate_molecules, load_molecule_checkpoint
+
+    targets = list(load_molecule_checkpoint(args.model)["target_cols"])
+    header, rows = _read_csv(args.csv)
+    chosen = _evaluated_columns(args.csv, header, args.target_cols, targets)
+    smiles, _ = _smiles_of_rows(args.csv, header, rows, args.smiles_col)
+    labels, bad = _labels(header, rows, chosen, targets)
+    result = evaluate_molecules(args.model, smiles, labels, device=args.device)
+    result["targets"] = chosen
+    result["num_bad_labels"] = len(bad)
+    result["bad_labels"] = bad[:20]
+    if bad:
+        first = bad[0]
+        print(
+            f"{len(bad)} label cell(s) are not numbers and were read as missing (e.g. row "
+            f"{first['row']}: {first['reason']})",
+            file=sys.stderr,
+        )
+    text = to_json(result)
     print(text)
     if args.out:
         args.out.write_text(text + "\n")
     return 0
-
-
-def _number(text: str | None) -> float:
-    try:
-        return float(text)
-    except (TypeError, ValueError):
-        return float("nan")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

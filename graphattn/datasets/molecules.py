@@ -51,6 +51,7 @@ __all__ = [
     "dataset_featurizer",
     "load_molecule_dataset",
     "nci_tpsa_path",
+    "parse_target",
 ]
 
 logger = logging.getLogger(__name__)
@@ -214,7 +215,7 @@ def _as_text(molecule: str | Chem.Mol) -> str:
     return molecule.GetProp("_Name") if molecule.HasProp("_Name") else ""
 
 
-def _parse_target(text: str | None, column: str) -> float:
+def parse_target(text: str | None, column: str) -> float:
     """A target cell as a float: empty means missing (``NaN``).
 
     Raises:
@@ -314,7 +315,7 @@ def _csv_records(
             continue
         try:
             targets = tuple(
-                _parse_target(fields[i], col)
+                parse_target(fields[i], col)
                 for i, col in zip(columns[1:], target_cols, strict=True)
             )
         except ValueError as err:
@@ -386,7 +387,7 @@ def _sdf_record(
         return SkippedRow(row, "", reason)
     try:
         targets = tuple(
-            _parse_target(mol.GetProp(col) if mol.HasProp(col) else "", col) for col in target_cols
+            parse_target(mol.GetProp(col) if mol.HasProp(col) else "", col) for col in target_cols
         )
     except ValueError as err:
         return SkippedRow(row, _as_text(mol), str(err))

@@ -108,8 +108,8 @@ class EarlyStopping:
             model.load_state_dict(self.best_state)
 
 
-def write_json(path: str | Path, payload: dict) -> Path:
-    """Write ``payload`` as indented JSON (NaN becomes null)."""
+def to_json(payload: dict) -> str:
+    """``payload`` as indented, standard JSON: NaN and infinities become null."""
 
     def clean(value):
         if isinstance(value, float) and not math.isfinite(value):
@@ -122,5 +122,10 @@ def write_json(path: str | Path, payload: dict) -> Path:
             return clean(value.item())
         return value
 
-    Path(path).write_text(json.dumps(clean(payload), indent=2) + "\n")
+    return json.dumps(clean(payload), indent=2)
+
+
+def write_json(path: str | Path, payload: dict) -> Path:
+    """Write ``payload`` as indented JSON (NaN becomes null)."""
+    Path(path).write_text(to_json(payload) + "\n")
     return Path(path)

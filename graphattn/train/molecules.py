@@ -47,6 +47,7 @@ __all__ = [
     "MoleculeTrainConfig",
     "TargetScaler",
     "evaluate_molecules",
+    "load_molecule_checkpoint",
     "load_molecule_model",
     "predict_molecules",
     "train_molecule_model",
@@ -478,6 +479,21 @@ def _write_run(
             )
 
 
+def load_molecule_checkpoint(run_dir: str | Path) -> dict:
+    """:func:`~graphattn.train.checkpoint.load_checkpoint`, refusing other kinds of model.
+
+    Raises:
+        GraphInputError: the run folder holds a node-classification (or other) model.
+    """
+    checkpoint = load_checkpoint(run_dir)
+    if checkpoint.get("kind") != "molecule":
+        raise GraphInputError(
+            f"{run_dir} holds a {checkpoint.get('kind')!r} model, not a molecule model "
+            "(node runs write their predictions.csv when they train)"
+        )
+    return checkpoint
+
+
 def load_molecule_model(
     run_dir: str | Path, device: str | torch.device = "cpu"
 ) -> tuple[MoleculeModel | MoleculeEnsemble, dict]:
@@ -487,11 +503,7 @@ def load_molecule_model(
         run_dir: a run folder made by :func:`train_molecule_model` (or its ``model.pt``).
         device: where to put the model (``"cpu"``, ``"cuda"``, ``"auto"``).
     """
-    checkpoint = load_checkpoint(run_dir)
-    if checkpoint.get("kind") != "molecule":
-        raise ValueError(
-            f"{run_dir} holds a {checkpoint.get('kind')!r} model, not a molecule model"
-        )
+    checkpoint = load_molecule_checkpoint(run_dir)
     config = MoleculeModelConfig.from_dict(checkpoint["model_config"])
     size = int(checkpoint.get("ensemble_size", 1))
     model = (
@@ -550,10 +562,19 @@ def evaluate_molecules(
     targets: np.ndarray,
     device: str | torch.device = "cpu",
 ) -> dict:
-    """Metrics of a trained model on labelled molecules (unparsable rows are counted)."""
+    """Metrics of a trained model on labelled molecules (unparsable rows are counted).
+
+    ``targets`` is ``[n, T]`` in the order of the model's targets, NaN where unknown.
+    """
+    meta = load_molecule_checkpoint(run_dir)
+    names = list(meta["target_cols"])
+    if targets.ndim != 2 or targets.shape != (len(smiles), len(names)):
+        raise GraphInputError(
+            f"targets must have shape [{len(smiles)}, {len(names)}] (the model's targets "
+            f"{names}), got {list(targets.shape)}"
+        )
     preds, errors = predict_molecules(run_dir, smiles, device=device)
     ok = np.array([e == "" for e in errors], dtype=bool)
-    meta = load_checkpoint(run_dir)
     return {
         "task": meta["task"],
         "num_rows": len(smiles),

@@ -1,0 +1,112 @@
+"""`graphattn predict` / `evaluate` on awkward CSV files: they read what `train` reads,
+never crash on a bad row, never overwrite the user's columns, and match targets by name."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from graphattn.cli.main import main
+from graphattn.train.molecules import load_molecule_model, predict_molecules
+
+ALCOHOLS = [f"{'C' * n}O" for n in range(1, 13)]
+
+
+@pytest.fixture(scope="module")
+def two_target_run(tmp_path_factory):
+    """A 2-epoch model with targets ``y`` and ``z`` (z = 10 y, so their errors differ)."""
+    folder = tmp_path_factory.mktemp("cli_molecules")
+    source = folder / "train.csv"
+    source.write_text(
+        "smiles,y,z\n" + "".join(f"{s},{n * 0.5},{n * 5.0}\n" for n, s in enumerate(ALCOHOLS, 1))
+    )
+    run = folder / "run"
+    args = ["train", "--csv", str(source), "--target-col", "y", "--target-col", "z"]
+    tiny = ["--epochs", "2", "--hidden", "16", "--layers", "1", "--no-progress"]
+    assert main([*args, *tiny, "--no-descriptors", "--out", str(run)]) == 0
+    return run
+
+
+def read_rows(path) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_predict_reads_a_bom_and_padded_header_and_reports_bad_rows(two_target_run, tmp_path):
+    source = tmp_path / "in.csv"
+    text = " smiles ,id\nCCO,1\nc1ccccc1,2,extra\nCCN,3\nC C,4\n"
+    source.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    out = tmp_path / "out.csv"
+    assert main(["predict", "--model", str(two_target_run), "--csv", str(source),
+                 "--out", str(out)]) == 0  # fmt: skip
+    rows = read_rows(out)
+    assert [r["id"] for r in rows] == ["1", "2", "3", "4"]  # every row, in order
+    assert rows[1]["error"] == "row has 3 fields, the header has 2" and rows[1]["pred_y"] == ""
+    assert "whitespace inside" in rows[3]["error"]
+    expected, _ = predict_molecules(two_target_run, ["CCO", "CCN"])
+    for row, (y, z) in zip((rows[0], rows[2]), expected, strict=True):
+        assert row["error"] == ""
+        assert float(row["pred_y"]) == pytest.approx(y, rel=1e-5)
+        assert float(row["pred_z"]) == pytest.approx(z, rel=1e-5)
+
+
+def test_predict_keeps_the_users_columns_of_the_same_names(two_target_run, tmp_path, capsys):
+    source = tmp_path / "in.csv"
+    source.write_text("smiles,error,pred_y\nCCO,mine,0.25\nxyz,ours,0.5\n")
+    out = tmp_path / "out.csv"
+    assert main(["predict", "--model", str(two_target_run), "--csv", str(source),
+                 "--out", str(out)]) == 0  # fmt: skip
+    assert "pred_y_2" in capsys.readouterr().err
+    rows = read_rows(out)
+    assert list(rows[0]) == ["smiles", "error", "pred_y", "pred_y_2", "pred_z", "error_2"]
+    assert [(r["error"], r["pred_y"]) for r in rows] == [("mine", "0.25"), ("ours", "0.5")]
+    assert rows[0]["error_2"] == "" and rows[1]["error_2"] and rows[1]["pred_y_2"] == ""
+
+
+def test_evaluate_matches_targets_by_name_and_counts_bad_labels(two_target_run, tmp_path):
+    source = tmp_path / "labelled.csv"
+    lines = ["smiles,mw,y,other"] + [f"{s},{n * 5.0},{n * 0.5},{n}" for n, s in
+                                     enumerate(ALCOHOLS[:6], 1)]  # fmt: skip
+    lines[3] = lines[3].replace(",1.5,", ",inf,")  # row 2: an infinite label
+    source.write_text("\n".join(lines) + "\n")
+    model, _ = load_molecule_model(two_target_run)
+    preds, _ = predict_molecules(two_target_run, ALCOHOLS[:6])
+    y = np.array([n * 0.5 for n in range(1, 7)])
+    z = np.array([n * 5.0 for n in range(1, 7)])
+
+    def evaluate(*target_cols: str) -> dict:
+        out = tmp_path / "metrics.json"
+        flags = [f"--target-col={c}" for c in target_cols]
+        assert main(["evaluate", "--model", str(two_target_run), "--csv", str(source),
+                     *flags, "--out", str(out)]) == 0  # fmt: skip
+        return json.loads(out.read_text())  # standard JSON: no NaN / Infinity
+
+    by_name = evaluate("y")
+    keep = np.arange(6) != 2
+    rmse_y = np.sqrt(np.mean((preds[keep, 0] - y[keep]) ** 2))
+    assert by_name["metrics"]["rmse"] == pytest.approx(rmse_y, rel=1e-4)
+    assert by_name["num_bad_labels"] == 1 and by_name["bad_labels"][0]["row"] == 2
+    renamed = evaluate("mw=z")
+    rmse_z = np.sqrt(np.mean((preds[:, 1] - z) ** 2))
+    assert renamed["metrics"]["rmse"] == pytest.approx(rmse_z, rel=1e-4)
+    assert renamed["targets"] == {"z": "mw"}
+
+
+def test_evaluate_refuses_unknown_targets_and_node_models(two_target_run, tmp_path, capsys):
+    source = tmp_path / "labelled.csv"
+    source.write_text("smiles,y\nCCO,1\n")
+    code = main(["evaluate", "--model", str(two_target_run), "--csv", str(source),
+                 "--target-col", "other"])  # fmt: skip
+    assert code == 2 and "no target(s) ['other']; its targets are ['y', 'z']" in (
+        capsys.readouterr().err
+    )
+    karate = tmp_path / "karate"
+    assert main(["train", "--dataset", "karate", "--epochs", "2", "--out", str(karate),
+                 "--no-progress"]) == 0  # fmt: skip
+    for command in ("predict", "evaluate"):
+        args = [command, "--model", str(karate), "--csv", str(source)]
+        code = main([*args, "--out", str(tmp_path / "x.csv")])
+        assert code == 2 and "holds a 'node' model, not a molecule model" in capsys.readouterr().err
