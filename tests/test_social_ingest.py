@@ -391,6 +391,16 @@ def test_whitespace_label_with_spaces_is_an_error(tmp_path):
         read_labels(header)
 
 
+def test_delimited_line_wider_than_its_header_is_an_error(tmp_path):
+    # an unquoted comma inside a name shifts the fields of that line
+    labels = write(tmp_path, "l.csv", "id,name,label\n0,Acme,company\n1,Tokyo, Japan,city\n")
+    with pytest.raises(GraphInputError, match=r"l.csv, line 3: 4 fields where the header has 3"):
+        read_labels(labels)
+    features = write(tmp_path, "f.tsv", "id\tx\n0\t1.0\n1\t2.0\t3.0\n")
+    with pytest.raises(GraphInputError, match=r"f.tsv, line 3: 3 fields where the header has 2"):
+        read_node_features(features)
+
+
 def test_whitespace_extra_fields_are_fine_when_selected(tmp_path):
     path = write(tmp_path, "l.txt", "0 Acme company\n1 Foo tvshow\n")
     assert read_labels(path, label_col=2) == {"0": "company", "1": "tvshow"}

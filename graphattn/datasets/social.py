@@ -542,6 +542,8 @@ def _read_labels(
     if table.delimiter == WHITESPACE:
         used = (id_at, label_at) if text_at is None else (id_at, label_at, text_at)
         _check_whitespace_width(table, used, "a label or text with spaces")
+    else:
+        _check_header_width(table)
     return _collect_labels(table, id_at, label_at)
 
 
@@ -582,6 +584,19 @@ def _check_whitespace_width(table: _Rows, used: Sequence[int], what: str) -> Non
                 f"where {width} are expected: {fields}; {what} is ambiguous here: pass "
                 "delimiter='\\t' or ',' (CLI --delimiter tab|comma) if the file uses one, "
                 "or select the columns"
+            )
+
+
+def _check_header_width(table: _Rows) -> None:
+    """In a delimited file with a header, no line may have more fields than the header:
+    the extra fields (an unquoted delimiter inside a text, say) would shift or be lost."""
+    if table.header is None:
+        return
+    for line, fields in table.rows:
+        if len(fields) > len(table.header):
+            raise GraphInputError(
+                f"{table.path}, line {line}: {len(fields)} fields where the header has "
+                f"{len(table.header)}: {fields}; quote fields that hold the delimiter"
             )
 
 
@@ -697,6 +712,8 @@ def _read_node_table(
     if check_width and table.delimiter == WHITESPACE:
         used = [id_at, *value_at] + ([] if text_at is None else [text_at])
         _check_whitespace_width(table, used, "a text or value with spaces")
+    elif check_width:
+        _check_header_width(table)
     ids = _unique_ids(table, id_at)
     texts = None
     if text_at is not None:
