@@ -322,3 +322,28 @@ def test_sparse_mode_is_the_faster_sparse_kernel() -> None:
     (row,) = auto_vs_best(cases)
     assert row["best_mode"] == "sparse" and row["best_seconds"] == 1.0
     assert row["within_10_percent"] and abs(row["ratio"] - 1.05) < 1e-9
+
+
+def test_machine_records_whether_the_code_differs_from_its_commit(tmp_path) -> None:
+    import shutil
+    import subprocess
+
+    from graphattn.bench.machine import git_uncommitted_changes
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    (tmp_path / "graphattn").mkdir()
+    code = tmp_path / "graphattn" / "kernel.py"
+    code.write_text("x = 1\n")
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    assert git_uncommitted_changes(tmp_path) is False
+    (tmp_path / "notes.txt").write_text("not code\n")  # outside graphattn/ and benchmarks/
+    assert git_uncommitted_changes(tmp_path) is False
+    code.write_text("x = 2\n")
+    assert git_uncommitted_changes(tmp_path) is True

@@ -39,6 +39,24 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
+def git_uncommitted_changes(root: str | Path | None = None) -> bool | None:
+    """Whether the ``graphattn/`` or ``benchmarks/`` code of the checkout at ``root``
+    (default: this package's) differs from its commit (``git status``; ``None`` when git
+    cannot tell): a result measured on such code did not run :func:`git_commit`'s code."""
+    root = Path(__file__).resolve().parents[2] if root is None else Path(root)
+    try:
+        out = subprocess.run(
+            ["git", "status", "--porcelain", "--", "graphattn", "benchmarks/*.py"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return bool(out.stdout.strip()) if out.returncode == 0 else None
+
+
 def _usable_cores() -> int | None:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
@@ -102,4 +120,5 @@ def describe_machine() -> dict:
         "mkl": torch.backends.mkl.is_available(),
         "cuda": _cuda_description(),
         "graphattn_commit": git_commit(),
+        "graphattn_uncommitted_changes": git_uncommitted_changes(),
     }

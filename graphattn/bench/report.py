@@ -86,7 +86,8 @@ def _machine_section(result: dict) -> str:
         f"- CPU: {m['cpu_model']}, {m['usable_cores']} usable cores, torch threads per case "
         f"{s['threads'] or m['torch_threads']}, load average {m.get('load_average_1_5_15')}",
         f"- torch {m['torch']}, torch_geometric {m['torch_geometric']}, "
-        f"commit {m.get('graphattn_commit')}",
+        f"commit {m.get('graphattn_commit')}"
+        + (" with uncommitted changes" if m.get("graphattn_uncommitted_changes") else ""),
         f"- quick: {s['quick']}, repeats: {s['repeats']}, warm-up passes: {s['warmup']}, "
         f"dense budget: {_mb(s['max_dense_bytes'])} MiB, memory: {s['memory_method']}",
     ]
