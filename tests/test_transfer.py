@@ -90,12 +90,25 @@ def test_a_conflicting_architecture_names_the_misshapen_tensors(source_run):
         encoder.load_into(MoleculeModel(deeper))
 
 
-def test_ensembles_and_missing_runs_are_refused(source_run, tmp_path):
+def test_an_ensemble_gives_its_first_model_and_missing_runs_are_refused(tmp_path, caplog):
+    from graphattn.models.molecule import MoleculeModel, MoleculeModelConfig
+
     dataset = MoleculeCSV(write_csv(tmp_path / "e.csv", "a", 0.5), target_cols=["a"])
     config = MoleculeTrainConfig(epochs=1, ensemble=2, model=TINY)
-    train_molecule_model(dataset, config, run_dir=tmp_path / "ensemble", progress=False)
-    with pytest.raises(GraphInputError, match="ensemble of 2"):
-        load_pretrained_encoder(tmp_path / "ensemble")
+    ensemble = train_molecule_model(dataset, config, run_dir=tmp_path / "ensemble", progress=False)[
+        "model"
+    ]
+    with caplog.at_level("WARNING"):
+        encoder = load_pretrained_encoder(tmp_path / "ensemble")
+    assert "ensemble of 2 models: initialising from its first" in caplog.text
+    target = MoleculeModel(MoleculeModelConfig(**ensemble.members[0].config.to_dict()))
+    encoder.load_into(target)
+    first = ensemble.members[0].state_dict()
+    for name, value in target.state_dict().items():
+        if name in encoder.state_dict:
+            torch.testing.assert_close(value, first[name])
+    assert encoder.state_dict
+    assert not any(name.startswith("members.") for name in encoder.state_dict)
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         load_pretrained_encoder(tmp_path / "nowhere")
 

@@ -105,11 +105,13 @@ class PretrainedEncoder:
 
 
 def load_pretrained_encoder(run_dir_or_file: str | Path) -> PretrainedEncoder:
-    """Read the encoder of a single-model molecule run (``graphattn train`` output).
+    """Read the encoder of a molecule run (``graphattn train`` output); of an ensemble,
+    its first model's (with a warning: the members are alike, averaging their weights
+    would not be).
 
     Raises:
         FileNotFoundError: no checkpoint there.
-        GraphInputError: not a molecule run, or an ensemble.
+        GraphInputError: not a molecule run.
     """
     checkpoint = load_checkpoint(run_dir_or_file)
     source = str(run_dir_or_file)
@@ -118,12 +120,13 @@ def load_pretrained_encoder(run_dir_or_file: str | Path) -> PretrainedEncoder:
             f"cannot initialise from {source}: it holds a {checkpoint.get('kind')!r} model, "
             "not a molecule model"
         )
-    if int(checkpoint.get("ensemble_size", 1)) != 1:
-        raise GraphInputError(
-            f"cannot initialise from {source}: it is an ensemble of "
-            f"{checkpoint['ensemble_size']} models; train the source with ensemble=1"
-        )
-    state = {k: v for k, v in checkpoint["state_dict"].items() if not k.startswith(_FRESH)}
+    state = checkpoint["state_dict"]
+    size = int(checkpoint.get("ensemble_size", 1))
+    if size != 1:
+        log.warning("%s is an ensemble of %d models: initialising from its first", source, size)
+        first = "members.0."
+        state = {k[len(first) :]: v for k, v in state.items() if k.startswith(first)}
+    state = {k: v for k, v in state.items() if not k.startswith(_FRESH)}
     config = checkpoint["model_config"]
     architecture = {key: config[key] for key in ENCODER_FIELDS if key in config}
     return PretrainedEncoder(source, state, architecture, checkpoint["featurizer"])
