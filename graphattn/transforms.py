@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 import torch
+from scipy.sparse.csgraph import connected_components
 from scipy.sparse.linalg import eigsh
 from threadpoolctl import threadpool_limits
 from torch import Tensor
@@ -78,6 +79,38 @@ def _smallest_eigenpairs(
     if n <= dense_max_nodes or count >= n - 1:
         vals, vecs = torch.linalg.eigh(torch.from_numpy(lap.toarray()))
         return vals[:count].numpy(), vecs[:, :count].numpy()
+    num_parts, part = connected_components(lap, directed=False)
+    if num_parts > 1:
+        return _eigenpairs_by_component(lap, count, dense_max_nodes, part, num_parts)
+    return _lanczos_eigenpairs(lap, count)
+
+
+def _eigenpairs_by_component(
+    lap: sp.csr_matrix, count: int, dense_max_nodes: int, part: np.ndarray, num_parts: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Lanczos finds one vector per repeated eigenvalue, and the components of a graph
+    repeat eigenvalues (0 once per component; identical components all of theirs): solve
+    each component alone and keep the ``count`` smallest pairs of all."""
+    order = np.argsort(part, kind="stable")
+    bounds = np.searchsorted(part[order], np.arange(num_parts + 1))
+    candidates = []  # (value, component, column, nodes, vector)
+    for c in range(num_parts):
+        nodes = order[bounds[c] : bounds[c + 1]]
+        if nodes.size == 1:  # an isolated node: its own eigenvector, eigenvalue L_ii
+            candidates.append((lap[nodes[0], nodes[0]], c, 0, nodes, np.ones(1)))
+            continue
+        sub = lap[nodes][:, nodes]
+        vals, vecs = _smallest_eigenpairs(sub, min(count, nodes.size), dense_max_nodes)
+        candidates += [(vals[j], c, j, nodes, vecs[:, j]) for j in range(vals.size)]
+    chosen = sorted(candidates, key=lambda pair: pair[:3])[:count]
+    vecs = np.zeros((lap.shape[0], len(chosen)))
+    for column, (_, _, _, nodes, vector) in enumerate(chosen):
+        vecs[nodes, column] = vector
+    return np.array([pair[0] for pair in chosen], dtype=np.float64), vecs
+
+
+def _lanczos_eigenpairs(lap: sp.csr_matrix, count: int) -> tuple[np.ndarray, np.ndarray]:
+    n = lap.shape[0]
     start = np.random.default_rng(0).standard_normal(n)  # fixed: deterministic output
     ncv = min(n, max(2 * count + 1, 40))
     # ARPACK's many small BLAS calls run much slower with several (contended) BLAS threads.
@@ -129,7 +162,10 @@ def laplacian_eigenpairs(
 
     Graphs with at most ``dense_max_nodes`` nodes use a dense :func:`torch.linalg.eigh`; larger
     ones :func:`scipy.sparse.linalg.eigsh` (Lanczos, ARPACK tolerance :math:`10^{-6}`, fixed
-    start vector, one BLAS thread), both in float64.
+    start vector, one BLAS thread), both in float64. Lanczos finds a single vector per
+    repeated eigenvalue, so a larger graph with several components is solved component
+    by component (each with the same rule), and the :math:`k + 1` smallest pairs of all
+    are kept.
 
     Args:
         edge_index (torch.Tensor): edges, integer tensor of shape :math:`[2, |\mathcal{E}|]`.

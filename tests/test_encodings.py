@@ -112,6 +112,23 @@ def test_lap_pe_disconnected_graph_drops_only_one_eigenvector() -> None:
     torch.testing.assert_close(first.norm(), torch.tensor(1.0))
 
 
+def test_lap_pe_of_a_large_disconnected_graph_matches_the_dense_solver() -> None:
+    # Lanczos (the sparse path) finds one vector per repeated eigenvalue; identical
+    # components repeat every eigenvalue, and each component adds a zero
+    cycles = [nx.cycle_graph(range(s, s + 30)) for s in range(0, 90, 30)]
+    graph = nx.union_all([*cycles, nx.path_graph(range(90, 100))])
+    graph.add_nodes_from(range(100, 103))  # isolated: eigenvalue 1
+    edges, n, k = nx_edges(graph), 103, 12
+    dense_vals, _ = laplacian_eigenpairs(edges, n, k, dense_max_nodes=10**4)
+    vals, vecs = laplacian_eigenpairs(edges, n, k, dense_max_nodes=20)
+    np.testing.assert_allclose(vals.numpy(), dense_vals.numpy(), atol=1e-6)
+    assert int((vals.abs() < 1e-6).sum()) == 3  # 4 components with edges, one zero dropped
+    lap = nx_laplacian(graph)
+    v = vecs.double().numpy()
+    np.testing.assert_allclose(lap @ v, v * vals.double().numpy(), atol=1e-5)
+    np.testing.assert_allclose(v.T @ v, np.eye(k), atol=1e-5)
+
+
 def test_lap_pe_isolated_nodes_have_eigenvalue_one() -> None:
     edges = undirected([(0, 1)])  # node 2 isolated: row of L is e_2
     vals, vecs = laplacian_eigenpairs(edges, 3, 2)
