@@ -126,8 +126,28 @@ def test_hybrid_layer_runs_in_both_modes_and_keeps_graphs_apart():
     )
 
 
+def test_hybrid_layer_gives_attend_and_hop_bias_to_its_local_branch():
+    hybrid = HybridLayer(16, heads=4, attend="khop", hops=2, hop_bias=True)
+    assert (hybrid.local.attend, hybrid.local.hops) == ("khop", 2)
+    assert hybrid.local.hop_embedding is not None
+    assert hybrid.global_.attend == "global" and hybrid.global_.hop_embedding is not None
+    edge_index, batch = random_batch([5, 7], seed=4)
+    x = torch.randn(batch.numel(), 16)
+    hybrid.eval()
+    torch.testing.assert_close(
+        hybrid(x, edge_index, batch=batch),
+        hybrid(x, edge_index, batch=batch, mode="dense"),
+        atol=1e-5,
+        rtol=1e-5,
+    )
+
+
 def test_bad_variant_arguments():
     with pytest.raises(GraphInputError, match="attend must be one of"):
         layer(attend="everything")
-    with pytest.raises(GraphInputError, match="hops must be at least 1"):
-        layer(hops=0)
+    for hops in (0, 2.0, True):
+        with pytest.raises(GraphInputError, match=r"hops must be an int >= 1, got"):
+            layer(hops=hops, hop_bias=True)
+    forced = GraphSelfAttention(8, 8, heads=2, hop_bias=True, kernel="fused")
+    with pytest.raises(GraphInputError, match=r"kernel='fused' supports .* no hop_bias"):
+        forced(torch.randn(4, 8), torch.tensor([[0, 1, 2], [1, 2, 3]]))

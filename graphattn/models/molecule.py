@@ -24,6 +24,7 @@ __all__ = ["LAYER_TYPES", "MoleculeEnsemble", "MoleculeModel", "MoleculeModelCon
 
 LAYER_TYPES = {"transformer": GraphTransformerLayer, "hybrid": HybridLayer}
 PE_ATTRIBUTES = {None: None, "lap": "lap_pe", "rw": "rw_pe"}
+TASKS = ("regression", "classification")
 
 
 @dataclass
@@ -74,6 +75,10 @@ class MoleculeModelConfig:
     pe_dim: int = 8
     attention: dict = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise GraphInputError(f"task must be one of {TASKS}, got {self.task!r}")
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["readout"] = list(self.readout)
@@ -82,7 +87,8 @@ class MoleculeModelConfig:
     @classmethod
     def from_dict(cls, d: dict) -> MoleculeModelConfig:
         d = dict(d)
-        d["readout"] = tuple(d.get("readout", ("mean",)))
+        if "readout" in d:  # JSON gives a list; a missing key keeps the class default
+            d["readout"] = tuple(d["readout"])
         return cls(**d)
 
 
@@ -159,11 +165,21 @@ class MoleculeModel(nn.Module):
         for layer in self.layers:
             layer.mode = mode
 
+    def _positional_encoding(self, data) -> Tensor:
+        name = PE_ATTRIBUTES[self.config.pe]
+        pe = getattr(data, name, None)
+        if pe is None:
+            raise GraphInputError(
+                f"pe={self.config.pe!r} needs data.{name}: apply model.pe_transform() to each "
+                "molecule (the trainers do)"
+            )
+        return pe
+
     def node_embeddings(self, data) -> Tensor:
         """``[N, hidden]`` atom vectors after the transformer stack."""
         h = self.atom_encoder(data.x)
         if self.pe_encoder is not None:
-            h = self.pe_encoder(h, getattr(data, PE_ATTRIBUTES[self.config.pe]), data.batch)
+            h = self.pe_encoder(h, self._positional_encoding(data), data.batch)
         edge_attr = None
         if self.bond_encoder is not None:  # each layer composes its edge map with it
             edge_attr = LinearEdgeEncoding(data.edge_attr, self.bond_encoder)

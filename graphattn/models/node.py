@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-import torch
 from torch import Tensor, nn
 
 from graphattn.nn.dropout import Dropout
@@ -103,7 +102,7 @@ class NodeClassifier(nn.Module):
         """
         h = self.encoder(self.input_dropout(x))
         if self.label_encoder is not None and known_labels is not None:
-            one_hot = torch.zeros(x.size(0), self.config.num_classes, device=x.device)
+            one_hot = x.new_zeros(x.size(0), self.config.num_classes)
             known = known_labels >= 0
             one_hot[known, known_labels[known]] = 1.0
             h = h + self.label_encoder(one_hot)

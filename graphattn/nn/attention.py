@@ -128,8 +128,8 @@ class GraphSelfAttention(nn.Module):
         _check_choice("kernel", kernel, KERNELS)
         _check_choice("normalize", normalize, NORMALIZERS)
         _check_choice("attend", attend, ATTEND)
-        if hops < 1:
-            raise GraphInputError(f"hops must be at least 1, got {hops}")
+        if isinstance(hops, bool) or not isinstance(hops, int) or hops < 1:
+            raise GraphInputError(f"hops must be an int >= 1, got {hops!r}")
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.heads = heads
@@ -348,15 +348,14 @@ class GraphSelfAttention(nn.Module):
     ) -> str:
         """The sparse kernel a call runs: ``"fused"``, ``"numba"``, ``"gather"`` or
         ``"reference"``."""
-        if self.hop_embedding is not None:  # a score bias: only the reference kernel has it
-            return "reference"
-        plain = self.score == "dot" and self.normalize == "softmax"
+        # a hop bias is a score term that only the reference kernel adds
+        plain = self.score == "dot" and self.normalize == "softmax" and self.hop_embedding is None
         applies = plain and (self.dropout == 0.0 or not self.training)
         if self.kernel in ("fused", "gather", "numba") and not applies:
             raise GraphInputError(
-                f"kernel={self.kernel!r} supports score='dot', normalize='softmax' and no "
-                "attention dropout in training; use kernel='auto' to fall back to the "
-                "reference kernel"
+                f"kernel={self.kernel!r} supports score='dot', normalize='softmax', no "
+                "hop_bias and no attention dropout in training; use kernel='auto' to fall "
+                "back to the reference kernel"
             )
         if self.kernel == "numba" and not numba_usable(device, dtype):
             raise GraphInputError(

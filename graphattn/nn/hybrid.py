@@ -37,7 +37,9 @@ class HybridLayer(nn.Module):
         mode: attention mode of both branches.
         global_hop_bias: give the global branch a learned per-hop score bias, so it
             still knows which pairs are bonded (distance 1) and which are not.
-        **attention_kwargs: passed to both :class:`GraphSelfAttention` branches.
+        **attention_kwargs: passed to both :class:`GraphSelfAttention` branches, except
+            ``attend`` and ``hop_bias``, which shape the local branch alone (the global
+            branch attends globally, with ``global_hop_bias``).
 
     Shapes:
         - input: x ``[N, C]``, edge_index ``[2, E]``, edge_attr ``[E, edge_dim]``,
@@ -59,8 +61,15 @@ class HybridLayer(nn.Module):
         **attention_kwargs,
     ) -> None:
         super().__init__()
+        local_only = {
+            key: attention_kwargs.pop(key)
+            for key in ("attend", "hop_bias")
+            if key in attention_kwargs
+        }
         common = dict(heads=heads, mode=mode, dropout=attention_dropout, **attention_kwargs)
-        self.local = GraphSelfAttention(channels, channels, edge_dim=edge_dim, **common)
+        self.local = GraphSelfAttention(
+            channels, channels, edge_dim=edge_dim, **common, **local_only
+        )
         self.global_ = GraphSelfAttention(
             channels, channels, attend="global", hop_bias=global_hop_bias, **common
         )
