@@ -27,11 +27,13 @@ __all__ = [
     "median_ms",
     "fmt",
     "finish",
+    "finite_of_seeds",
     "fmt_mean_std",
     "machine_info",
     "machine_line",
     "markdown_table",
     "met",
+    "seed_target",
     "setup",
     "summarize",
     "summarize_seeds",
@@ -155,12 +157,28 @@ def summarize(values: Iterable[float | None]) -> dict:
     }
 
 
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(float(value))
+
+
+def _metric_summary(members: list[dict], metric: str) -> dict:
+    """:func:`summarize` of ``run["test"][metric]`` plus ``nonfinite_seeds``: the seeds
+    whose value is missing, NaN or infinite (a diverged run), left out of the mean."""
+    values = [r["test"][metric] for r in members]
+    summary = summarize(values)
+    summary["nonfinite_seeds"] = [
+        r["seed"] for r, v in zip(members, values, strict=True) if not _finite(v)
+    ]
+    return summary
+
+
 def summarize_seeds(
     runs: Iterable[dict], keys: Sequence[str], test_metrics: Sequence[str]
 ) -> list[dict]:
     """One summary per group of runs sharing the values of ``keys`` (e.g. data set and
     model): those values, the ``seeds``, and a :func:`summarize` of each
-    ``run["test"][metric]``, of ``train_seconds`` and of ``epochs_run``."""
+    ``run["test"][metric]`` (with its ``nonfinite_seeds``), of ``train_seconds`` and of
+    ``epochs_run``."""
     groups: dict[tuple, list[dict]] = {}
     for run in runs:
         groups.setdefault(tuple(run[key] for key in keys), []).append(run)
@@ -168,12 +186,30 @@ def summarize_seeds(
         {
             **dict(zip(keys, values, strict=True)),
             "seeds": [r["seed"] for r in members],
-            **{m: summarize(r["test"][m] for r in members) for m in test_metrics},
+            **{m: _metric_summary(members, m) for m in test_metrics},
             "train_seconds": summarize(r["train_seconds"] for r in members),
             "epochs_run": summarize(r["epochs_run"] for r in members),
         }
         for values, members in groups.items()
     ]
+
+
+def finite_of_seeds(summary: dict, metric: str) -> str:
+    """``"n/seeds"``: how many seeds have a finite ``metric`` out of those run."""
+    return f"{summary[metric]['n']}/{len(summary['seeds'])}"
+
+
+def seed_target(
+    metric: dict, value: float | None, threshold: float, higher_is_better: bool
+) -> tuple[bool | None, str | None]:
+    """``(met, note)`` of a target on ``value`` (a statistic of the :func:`summarize_seeds`
+    ``metric`` dict): not met, with the seeds named, when any seed's value is not finite
+    (a diverged run cannot meet a target), else :func:`met` and no note."""
+    bad = metric.get("nonfinite_seeds") or []
+    if bad:
+        n = metric["n"]
+        return False, f"seed(s) {', '.join(map(str, bad))} not finite (diverged); value over {n}"
+    return met(value, threshold, higher_is_better), None
 
 
 def fmt(value: float | None, digits: int = 3) -> str:

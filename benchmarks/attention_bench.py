@@ -32,7 +32,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, help="torch threads per case (default: all cores)")
     p.add_argument("--max-dense-bytes", type=int, help="dense mode's memory budget in bytes")
     p.add_argument("--suite", action="append", choices=SUITES, help="run only this suite")
-    p.add_argument("--case-timeout", type=float, help="seconds before a case is killed")
+    p.add_argument(
+        "--case-timeout",
+        type=float,
+        help="seconds before an isolated (CPU) case is killed (default 120 with --quick,\n"
+        "else 1800); cases run in the main process (CUDA, the paired phase) cannot be\n"
+        "interrupted",
+    )
     return p
 
 

@@ -70,28 +70,42 @@ def render_markdown(payload: dict) -> str:
             c["group"],
             *(fmt(medians.get((c["group"], impl)), 2) for impl in PAIRED_IMPLS),
             c["auto_choice"],
-            c["best_mode"],
+            c["best_mode"] or "—",
             fmt(c["ratio"], 3),
             yes_no(c["within_10_percent"]),
         ]
         for c in payload["comparisons"]
     ]
-    within = sum(c["within_10_percent"] for c in payload["comparisons"])
-    right = sum(c["same_mode_as_best"] for c in payload["comparisons"])
+    within = sum(bool(c["within_10_percent"]) for c in payload["comparisons"])
+    right = sum(bool(c["same_mode_as_best"]) for c in payload["comparisons"])
     total = len(payload["comparisons"])
     return "\n\n".join(
         [
             "# mode='auto' against the faster mode (paired timing, one process)",
             machine_line(payload["machine"], payload["smoke"]),
             f"Median of {payload['rounds']} interleaved forward + backward passes, ms "
-            f"(— : dense over its memory budget). Auto within 10% of the faster mode in "
-            f"**{within}/{total}** sizes; it chose the faster mode in {right}/{total}.",
+            "(— : not timed: dense over its memory budget, out of memory or failed; "
+            f"see below). Auto within 10% of the faster mode in **{within}/{total}** "
+            f"sizes; it chose the faster mode in {right}/{total}.",
             markdown_table(
                 ["size", *PAIRED_IMPLS, "auto chose", "faster mode", "auto / faster", "within 10%"],
                 rows,
             ),
+            not_timed_section(payload),
         ]
     )
+
+
+def not_timed_section(payload: dict) -> str:
+    """What was not timed and why: the ESOL batches (when their data was missing) and
+    every implementation/size skipped or failed in the paired phase, with a count."""
+    skipped = [r for r in payload["paired"] if r["status"] != "ok"]
+    lines = [f"- `{r['group']}` {r['impl']} ({r['status']}): {r.get('reason')}" for r in skipped]
+    if payload.get("molecules_skipped"):
+        lines.insert(0, f"- ESOL batches (molecules), every mode: {payload['molecules_skipped']}")
+    count = f"{len(skipped)} of {len(payload['paired'])} implementation/size pairs not timed"
+    molecules = "; ESOL batches not run" if payload.get("molecules_skipped") else ""
+    return "\n".join([f"## Not timed\n\n{count}{molecules}.", *lines])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,9 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     budget = default_dense_budget("cpu")
     specs = build_cases(grid, "cpu", budget, args.threads)
     molecules, why = load_molecule_data(grid, args.data_dir, download=False)
+    machine = machine_info()  # before the timing: its load average is the machine's own
     paired = run_paired(specs, molecules, args.rounds, progress=True)
     payload = {
-        "machine": machine_info(),
+        "machine": machine,
         "smoke": args.smoke,
         "rounds": args.rounds,
         "dense_budget_bytes": budget,

@@ -111,6 +111,7 @@ def graphs(args: argparse.Namespace):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup(args)
+    machine = machine_info()  # before the timing: its load average is the machine's own
     rows = []
     for name, edge_index, num_nodes, batch in graphs(args):
         for edge_features in (False, True):
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             }
             rows.append(row)
             print(json.dumps(row), flush=True)
-    payload = {"machine": machine_info(), "repeats": args.repeats, "rows": rows}
+    payload = {"machine": machine, "repeats": args.repeats, "rows": rows}
     table = markdown_table(
         [
             "case",

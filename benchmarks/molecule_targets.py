@@ -36,12 +36,13 @@ from _common import (
     Timer,
     add_common_args,
     finish,
+    finite_of_seeds,
     fmt,
     fmt_mean_std,
     machine_info,
     machine_line,
     markdown_table,
-    met,
+    seed_target,
     setup,
     summarize_seeds,
     write_outputs,
@@ -282,18 +283,21 @@ def summarize_runs(runs: list[dict]) -> list[dict]:
 
 
 def check_targets(summaries: list[dict]) -> list[dict]:
-    """graphattn's means against the issue's targets."""
+    """graphattn's means against the issue's targets; a seed whose RMSE is not finite
+    (diverged) makes the RMSE target not met, with a ``note`` naming it."""
     checks = []
     for s in summaries:
         if s["model"] != "graphattn" or s["dataset"] not in TARGETS:
             continue
         target = TARGETS[s["dataset"]]
         rmse = s["rmse"]["mean"]
+        ok, note = seed_target(s["rmse"], rmse, target["rmse"], higher_is_better=False)
         checks.append(
             {
                 "target": f"{s['dataset']}: mean test RMSE ≤ {target['rmse']}",
                 "value": rmse,
-                "met": met(rmse, target["rmse"], higher_is_better=False),
+                "met": ok,
+                "note": note,
             }
         )
         if "seconds" in target:
@@ -328,7 +332,7 @@ def _mean_rows(summaries: list[dict]) -> list[list]:
         seconds = s["train_seconds"]
         rows.append(
             [
-                *(s["dataset"], s["model"], len(s["seeds"])),
+                *(s["dataset"], s["model"], finite_of_seeds(s, "rmse")),
                 f"**{fmt_mean_std(s['rmse'])}**",
                 *(fmt_mean_std(s["mae"]), fmt_mean_std(s["r2"])),
                 f"{fmt(seconds['mean'], 1)} (max {fmt(seconds['max'], 1)})",
@@ -347,6 +351,11 @@ def _reference_rows() -> list[list]:
     for name, published in PUBLISHED.items():
         rows += [[name, who, f"{value:.3f}", "published"] for who, value in published.items()]
     return rows
+
+
+def _value_cell(check: dict) -> str:
+    note = check.get("note")
+    return fmt(check["value"]) + (f" ({note})" if note else "")
 
 
 def render_markdown(payload: dict) -> str:
@@ -369,13 +378,14 @@ def render_markdown(payload: dict) -> str:
     parts += [
         "## Means over seeds (test set)",
         markdown_table(
-            ["data set", "model", "seeds", "RMSE", "MAE", "R²", "train s", "epochs"],
+            ["data set", "model", "finite / seeds", "RMSE", "MAE", "R²", "train s", "epochs"],
             _mean_rows(payload["summary"]),
         ),
+        "Means are over the seeds with a finite RMSE (`finite / seeds`).",
         "## Targets (graphattn)",
         markdown_table(
             ["target", "value", "met"],
-            [[c["target"], fmt(c["value"]), yes_no(c["met"])] for c in payload["targets"]],
+            [[c["target"], _value_cell(c), yes_no(c["met"])] for c in payload["targets"]],
         ),
         "## Per seed (test set)",
         markdown_table(

@@ -28,12 +28,13 @@ from _common import (
     Timer,
     add_common_args,
     finish,
+    finite_of_seeds,
     fmt,
     fmt_mean_std,
     machine_info,
     machine_line,
     markdown_table,
-    met,
+    seed_target,
     setup,
     summarize_seeds,
     write_outputs,
@@ -265,20 +266,22 @@ def summarize_runs(runs: list[dict]) -> list[dict]:
 
 
 def check_targets(summaries: list[dict]) -> list[dict]:
-    """graphattn against the issue's targets."""
+    """graphattn against the issue's targets; a seed whose value is not finite
+    (diverged) makes its target not met, with a ``note`` naming it."""
     checks = []
     for s in summaries:
         if s["model"] != "graphattn":
             continue
         if s["part"] == "karate":
             worst, need, total = s["correct"]["min"], TARGETS["karate_correct"], s["total"]
-            ok = met(worst, need, higher_is_better=True)
+            ok, note = seed_target(s["correct"], worst, need, higher_is_better=True)
             shown = "—" if worst is None else f"{worst:.0f}/{total} (worst seed)"
-            checks.append(_check(f"karate: ≥ {need}/{total} correct, every seed", worst, ok, shown))
+            target = f"karate: ≥ {need}/{total} correct, every seed"
+            checks.append(_check(target, worst, ok, shown, note))
             continue
         accuracy, need = s["accuracy"]["mean"], TARGETS["facebook_accuracy"]
-        ok = met(accuracy, need, higher_is_better=True)
-        checks.append(_check(f"facebook: mean test accuracy ≥ {need}", accuracy, ok))
+        ok, note = seed_target(s["accuracy"], accuracy, need, higher_is_better=True)
+        checks.append(_check(f"facebook: mean test accuracy ≥ {need}", accuracy, ok, note=note))
         slowest, limit = s["train_seconds"]["max"], TARGETS["facebook_seconds"]
         ok = None if slowest is None else slowest < limit
         shown = f"{fmt(slowest, 1)} s (slowest seed)"
@@ -286,8 +289,15 @@ def check_targets(summaries: list[dict]) -> list[dict]:
     return checks
 
 
-def _check(target: str, value: float | None, ok: bool | None, shown: str | None = None) -> dict:
-    return {"target": target, "value": value, "met": ok, "shown": shown or fmt(value, 4)}
+def _check(
+    target: str,
+    value: float | None,
+    ok: bool | None,
+    shown: str | None = None,
+    note: str | None = None,
+) -> dict:
+    shown = (shown or fmt(value, 4)) + (f" ({note})" if note else "")
+    return {"target": target, "value": value, "met": ok, "shown": shown, "note": note}
 
 
 # ------------------------------------------------------------------------------- markdown
@@ -300,10 +310,10 @@ def _mean_rows(summaries: list[dict]) -> list[list]:
         karate = s["part"] == "karate"
         rows.append(
             [
-                *(s["part"], s["model"], len(s["seeds"])),
+                *(s["part"], s["model"], finite_of_seeds(s, "accuracy")),
                 f"**{fmt_mean_std(s['accuracy'], 4)}**",
                 fmt_mean_std(s["macro_f1"], 4),
-                f"{fmt(correct['mean'], 1)}/{s['total']} (min {correct['min']:.0f})"
+                f"{fmt(correct['mean'], 1)}/{s['total']} (min {fmt(correct['min'], 0)})"
                 if karate
                 else "—",
                 f"{fmt(s['train_seconds']['mean'], 1)} (max {fmt(s['train_seconds']['max'], 1)})",
@@ -339,9 +349,13 @@ def render_markdown(payload: dict) -> str:
             "(`label_inputs` in the JSON); the PyG baselines see the features only.",
             "## Means over seeds (test nodes)",
             markdown_table(
-                ["graph", "model", "seeds", "accuracy", "macro-F1", "correct", "train s", "epochs"],
+                [
+                    *("graph", "model", "finite / seeds", "accuracy", "macro-F1"),
+                    *("correct", "train s", "epochs"),
+                ],
                 _mean_rows(payload["summary"]),
             ),
+            "Means are over the seeds with a finite accuracy (`finite / seeds`).",
             "## Targets (graphattn)",
             markdown_table(
                 ["target", "value", "met"],

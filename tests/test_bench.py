@@ -347,3 +347,253 @@ def test_machine_records_whether_the_code_differs_from_its_commit(tmp_path) -> N
     assert git_uncommitted_changes(tmp_path) is False
     code.write_text("x = 2\n")
     assert git_uncommitted_changes(tmp_path) is True
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def _fail_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make building the reference layer raise, in this process."""
+    import graphattn.bench.models as models
+
+    build = models.build_attention
+
+    def broken(spec: CaseSpec) -> torch.nn.Module:
+        if spec.impl == "reference":
+            raise RuntimeError("simulated kernel crash")
+        return build(spec)
+
+    monkeypatch.setattr(models, "build_attention", broken)
+
+
+def test_in_process_crash_is_a_failed_case_and_the_run_finishes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A case raising in the main process (every CUDA case) used to abort the whole run:
+    # no bench.md, no plots, no derived numbers, complete: false.
+    _fail_reference(monkeypatch)
+    run_benchmarks(
+        tmp_path,
+        quick=True,
+        device="cpu",
+        progress=False,
+        isolate=False,
+        suites=["scaling"],
+        paired_rounds=1,
+        max_dense_bytes=QUICK_DENSE_BUDGET,
+    )
+    result = json.loads((tmp_path / "bench.json").read_text())
+    assert result["complete"] is True and result["derived"]["targets"]
+    assert result["settings"]["case_timeout_seconds"] is None  # no timeout in-process
+    by_impl: dict[str, list[dict]] = {}
+    for case in result["cases"]:
+        by_impl.setdefault(case["impl"], []).append(case)
+    for case in by_impl["reference"]:
+        assert case["status"] == "failed" and case["skipped"] is True
+        assert case["reason"] == "RuntimeError: simulated kernel crash"
+        assert "simulated kernel crash" in case["traceback"]
+    assert all(c["status"] == "ok" for c in by_impl["fused"] + by_impl["pyg"])
+    paired = [r for r in result["paired"] if r["impl"] == "reference"]
+    assert paired and all(r["status"] == "skipped" for r in paired)
+    assert all("failed earlier in this run: RuntimeError" in r["reason"] for r in paired)
+    assert any(r["status"] == "ok" and r["impl"] == "fused" for r in result["paired"])
+    text = (tmp_path / "bench.md").read_text()
+    assert "(failed): RuntimeError: simulated kernel crash" in text
+    assert all((tmp_path / name).read_bytes()[:8] == PNG_MAGIC for name in PLOT_FILES)
+
+
+def _paired_specs() -> list[CaseSpec]:
+    return [
+        CaseSpec("scaling", impl, num_nodes=200, in_degree=5, repeats=1, threads=1)
+        for impl in ("fused", "reference", "auto")
+    ]
+
+
+def test_paired_phase_records_a_crash_and_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    from graphattn.bench.runner import run_paired
+
+    _fail_reference(monkeypatch)
+    records = {r["impl"]: r for r in run_paired(_paired_specs(), None, 2, progress=False)}
+    assert records["reference"]["status"] == "failed"
+    assert records["reference"]["reason"] == "RuntimeError: simulated kernel crash"
+    assert records["fused"]["status"] == "ok" and len(records["fused"]["times"]) == 2
+    assert records["auto"]["status"] == "ok"
+
+
+def test_paired_crash_during_the_timed_rounds_is_recorded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import graphattn.bench.models as models
+    from graphattn.bench.runner import run_paired
+
+    build = models.build_attention
+
+    class FailsAfterWarmup(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner, self.calls = inner, 0
+
+        def forward(self, *args: object) -> torch.Tensor:
+            self.calls += 1
+            if self.calls > 1:  # the warm-up pass (warmup=1) works, the timed ones raise
+                raise ValueError("diverged in round 1")
+            return self.inner(*args)
+
+    def flaky(spec: CaseSpec) -> torch.nn.Module:
+        model = build(spec)
+        return FailsAfterWarmup(model) if spec.impl == "fused" else model
+
+    monkeypatch.setattr(models, "build_attention", flaky)
+    records = {r["impl"]: r for r in run_paired(_paired_specs(), None, 3, progress=False)}
+    assert records["fused"]["status"] == "failed"
+    assert records["fused"]["reason"] == "ValueError: diverged in round 1"
+    assert records["reference"]["status"] == "ok" and len(records["reference"]["times"]) == 3
+
+
+def test_paired_group_whose_inputs_fail_fails_each_member(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import graphattn.bench.worker as worker
+    from graphattn.bench.runner import run_paired
+
+    def no_inputs(*args: object) -> None:
+        raise OSError("input generation failed")
+
+    monkeypatch.setattr(worker, "_graph_inputs", no_inputs)
+    records = run_paired(_paired_specs(), None, 1, progress=False)
+    assert [r["status"] for r in records] == ["failed"] * 3
+    assert all(r["reason"] == "OSError: input generation failed" for r in records)
+
+
+def test_run_case_records_an_exception_as_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    _fail_reference(monkeypatch)
+    spec = CaseSpec("scaling", "reference", num_nodes=100, in_degree=3, repeats=1)
+    result = run_case(spec)
+    assert result["status"] == "failed" and result["skipped"] is True
+    assert result["reason"] == "RuntimeError: simulated kernel crash"
+
+
+# --------------------------------------------------------------------------- memory method
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RSS probe details are Linux")
+def test_ru_maxrss_fallback_is_labelled_an_upper_bound(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import graphattn.bench.measure as measure
+
+    monkeypatch.setattr(measure, "_CLEAR_REFS", tmp_path / "missing" / "clear_refs")
+    block = torch.ones(64 * 2**20)  # 256 MiB touched, then freed: the lifetime peak stays
+    del block
+    probe = CpuMemoryProbe()
+    probe.start()
+    small = torch.ones(2**20)  # 4 MiB
+    extra = probe.extra_peak()
+    del small
+    assert probe.method == measure.CPU_UPPER_BOUND_METHOD == "ru_maxrss (upper bound)"
+    assert extra >= 3 * 2**20  # never below the pass's own allocation
+
+
+def test_report_marks_memory_measured_by_another_method(bench_json: dict) -> None:
+    import copy
+
+    from graphattn.bench.report import markdown_report
+
+    probe = bench_json["settings"]["memory_probe"]
+    assert probe in ("VmHWM after clear_refs", "ru_maxrss")
+    result = copy.deepcopy(bench_json)
+    for case in result["cases"]:
+        if case["status"] == "ok":
+            case["memory_method"] = probe  # every case as the run's setting
+    assert "†" not in markdown_report(result)
+    case = next(c for c in result["cases"] if c["name"] == "scaling/fused/N=500,d=10")
+    case["memory_method"] = "ru_maxrss (upper bound)"
+    text = markdown_report(result)
+    assert f"{case['peak_extra_bytes'] / 2**20:.1f}†" in text
+    assert "- `scaling/fused/N=500,d=10`: ru_maxrss (upper bound)" in text
+
+
+# --------------------------------------------------------------------------- unusable timings
+
+
+def test_crossover_leaves_out_nan_inf_and_zero_times() -> None:
+    cases = [
+        _density_case(0.01, "fused", 1.0),
+        _density_case(0.01, "dense", 4.0),
+        _density_case(0.05, "fused", float("nan")),  # would sit between the two points
+        _density_case(0.05, "dense", 1.0),
+        _density_case(0.1, "fused", 4.0),
+        _density_case(0.1, "dense", 1.0),
+        _density_case(0.5, "fused", 1.0),
+        _density_case(0.5, "dense", float("inf")),
+        _density_case(0.9, "fused", 0.0),
+        _density_case(0.9, "dense", 1.0),
+    ]
+    result = crossover_density(cases)
+    assert [p["density"] for p in result["points"]] == [0.01, 0.1]
+    assert result["measured"] == pytest.approx((0.01 * 0.1) ** 0.5)
+    assert "3 point(s) left out" in result["status"]
+    assert [d["reason"] for d in result["dropped_points"]] == [
+        "fused=nan",
+        "dense=inf",
+        "fused=0.0",
+    ]
+    json.dumps(result, allow_nan=False)  # raises on NaN or inf
+
+
+@pytest.mark.parametrize("zero", ["fused", "dense"])
+def test_crossover_with_a_zero_time_does_not_raise(zero: str) -> None:
+    times = {"fused": 1.0, "dense": 2.0, zero: 0.0}
+    cases = [_density_case(0.1, impl, t) for impl, t in times.items()]
+    result = crossover_density(cases)
+    assert result["points"] == [] and result["measured"] is None
+    assert "no density sweep measured" in result["status"] and "left out" in result["status"]
+
+
+def test_derived_numbers_never_contain_nan() -> None:
+    from graphattn.bench.analysis import derive
+
+    def case(impl: str, seconds: float) -> dict:
+        return {
+            "name": f"scaling/{impl}",
+            "group": "scaling/N=20000,d=10",
+            "suite": "scaling",
+            "impl": impl,
+            "status": "ok",
+            "num_nodes": 20_000,
+            "allowed_pairs": 220_000,
+            "density": 0.0005,
+            "auto_choice": "sparse",
+            "median_seconds": seconds,
+            "peak_extra_bytes": 2**20,
+        }
+
+    cases = [case("fused", float("nan")), case("dense", 0.0), case("auto", 1.0), case("pyg", 2.0)]
+    derived = derive(cases, 0.1)
+    json.dumps(derived, allow_nan=False)
+    (auto,) = derived["auto_vs_best"]
+    assert auto["ratio"] is None and auto["within_10_percent"] is None
+    assert "fused=nan" in auto["note"] and "dense=0.0" in auto["note"]
+    assert derived["targets"]["auto_over_best_worst"]["met"] is None
+    assert derived["fused_vs_pyg"][0]["time_ratio"] is None
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def test_plots_leave_out_skipped_failed_and_zero_points_and_say_so() -> None:
+    from graphattn.bench.plots import left_out_note, plot_points
+
+    cases = [
+        {"suite": "scaling", "impl": "fused", "status": "ok", "peak_extra_bytes": 0},
+        {"suite": "scaling", "impl": "fused", "status": "ok", "peak_extra_bytes": 2**20},
+        {"suite": "scaling", "impl": "dense", "status": "skipped"},
+        {"suite": "scaling", "impl": "pyg", "status": "failed"},
+        {"suite": "density", "impl": "pyg", "status": "failed"},
+    ]
+    shown, left_out = plot_points(cases, "scaling", lambda c: c["peak_extra_bytes"])
+    assert shown == [cases[1]]  # the zero is not drawn (as 1 byte or otherwise)
+    assert left_out == {"skipped": 1, "failed": 1, "not positive": 1}
+    note = left_out_note(left_out)
+    assert note == "not shown: 1 skipped, 1 failed, 1 not positive (see bench.md)"
+    assert left_out_note({}) == ""

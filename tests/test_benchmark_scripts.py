@@ -140,3 +140,150 @@ def test_copy_bandwidth_is_plausible():
 
     # any GPU moves between 10 GB/s and 20 TB/s (reads + writes)
     assert 10 < copy_bandwidth_gb_s("cuda", size_bytes=2**26) < 20_000
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+def import_script(name: str, monkeypatch: pytest.MonkeyPatch):
+    """``benchmarks/<name>.py`` imported as a module (it imports ``_common`` by name)."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    return importlib.import_module(name)
+
+
+def _molecule_run(seed: int, rmse: float) -> dict:
+    return {
+        "dataset": "esol",
+        "model": "graphattn",
+        "seed": seed,
+        "test": {"rmse": rmse, "mae": 0.3, "r2": 0.9},
+        "train_seconds": 10.0,
+        "epochs_run": 5,
+        "best_epoch": 4,
+    }
+
+
+def test_molecule_target_with_a_diverged_seed_is_not_met(monkeypatch):
+    script = import_script("molecule_targets", monkeypatch)
+    runs = [_molecule_run(0, 0.4), _molecule_run(1, float("nan")), _molecule_run(2, 0.5)]
+    (summary,) = script.summarize_runs(runs)
+    assert summary["rmse"]["n"] == 2 and summary["rmse"]["nonfinite_seeds"] == [1]
+    rmse = next(c for c in script.check_targets([summary]) if "RMSE" in c["target"])
+    assert rmse["value"] == pytest.approx(0.45)  # the finite seeds' mean, below 0.55
+    assert rmse["met"] is False and "seed(s) 1 not finite" in rmse["note"]
+    (row,) = script._mean_rows([summary])
+    assert row[2] == "2/3"  # finite seeds / seeds run
+    assert "(seed(s) 1 not finite (diverged); value over 2)" in script._value_cell(rmse)
+
+
+def test_molecule_target_with_finite_seeds_is_judged_on_the_mean(monkeypatch):
+    script = import_script("molecule_targets", monkeypatch)
+    (summary,) = script.summarize_runs([_molecule_run(0, 0.4), _molecule_run(1, 0.5)])
+    rmse = next(c for c in script.check_targets([summary]) if "RMSE" in c["target"])
+    assert rmse["met"] is True and rmse["note"] is None
+    assert script._mean_rows([summary])[0][2] == "2/2"
+
+
+def _node_run(seed: int, accuracy: float) -> dict:
+    return {
+        "part": "facebook",
+        "model": "graphattn",
+        "seed": seed,
+        "test": {"accuracy": accuracy, "macro_f1": 0.9, "correct": 100, "total": 110},
+        "train_seconds": 10.0,
+        "epochs_run": 5,
+        "best_epoch": 4,
+    }
+
+
+def test_node_target_with_a_diverged_seed_is_not_met(monkeypatch):
+    script = import_script("node_targets", monkeypatch)
+    runs = [_node_run(0, 0.95), _node_run(1, float("inf")), _node_run(2, 0.96)]
+    (summary,) = script.summarize_runs(runs)
+    accuracy = next(c for c in script.check_targets([summary]) if "accuracy" in c["target"])
+    assert accuracy["value"] == pytest.approx(0.955)  # finite seeds' mean, above 0.92
+    assert accuracy["met"] is False and "seed(s) 1 not finite" in accuracy["shown"]
+    assert script._mean_rows([summary])[0][2] == "2/3"
+
+
+# --------------------------------------------------------------------------- machine first
+
+FAKE_MACHINE = {
+    "cpu_model": "test CPU",
+    "usable_cores": 1,
+    "torch_threads": 1,
+    "load_average_1_5_15": [0.0, 0.0, 0.0],
+}
+
+
+def _record_machine(script, calls: list[str], monkeypatch) -> None:
+    def machine() -> dict:
+        calls.append("machine")
+        return dict(FAKE_MACHINE)
+
+    monkeypatch.setattr(script, "machine_info", machine)
+
+
+def test_auto_choice_reads_the_machine_before_timing_and_lists_what_was_not_timed(
+    monkeypatch, tmp_path
+):
+    script = import_script("auto_choice", monkeypatch)
+    calls: list[str] = []
+    _record_machine(script, calls, monkeypatch)
+    paired = [
+        {"group": "scaling/N=500,d=10", "impl": "dense", "status": "skipped", "reason": "budget"},
+        {"group": "scaling/N=500,d=10", "impl": "fused", "status": "failed", "reason": "E: x"},
+    ]
+
+    def run_paired(*args, **kwargs) -> list[dict]:
+        calls.append("timing")
+        return paired
+
+    monkeypatch.setattr(script, "run_paired", run_paired)
+    empty = tmp_path / "no-data"  # no ESOL: the molecule sizes are not run
+    assert script.main(["--smoke", "--out", str(tmp_path), "--data-dir", str(empty)]) == 0
+    assert calls == ["machine", "timing"]
+    text = (tmp_path / "auto_choice.md").read_text()
+    assert "2 of 2 implementation/size pairs not timed; ESOL batches not run." in text
+    assert "- ESOL batches (molecules), every mode: ESOL data unavailable" in text
+    assert "- `scaling/N=500,d=10` dense (skipped): budget" in text
+    assert "- `scaling/N=500,d=10` fused (failed): E: x" in text
+    assert "out of memory or failed" in text  # the legend of "—"
+
+
+def test_kernel_crossover_reads_the_machine_before_timing(monkeypatch, tmp_path):
+    from graphattn.bench.inputs import random_graph
+
+    script = import_script("kernel_crossover", monkeypatch)
+    calls: list[str] = []
+    _record_machine(script, calls, monkeypatch)
+    monkeypatch.setattr(script, "graphs", lambda args: [("tiny", random_graph(30, 3), 30, None)])
+
+    def interleaved_ms(prepares, repeats, warmup, *rest) -> dict[str, list[float]]:
+        calls.append("timing")
+        return {name: [1.0] for name in prepares}
+
+    monkeypatch.setattr(script, "interleaved_ms", interleaved_ms)
+    assert script.main(["--smoke", "--out", str(tmp_path)]) == 0
+    assert calls[0] == "machine" and calls[1:] == ["timing", "timing"]
+
+
+def test_training_step_breakdown_reads_the_machine_before_timing(monkeypatch, tmp_path):
+    script = import_script("training_step_breakdown", monkeypatch)
+    calls: list[str] = []
+    _record_machine(script, calls, monkeypatch)
+    monkeypatch.setattr(script, "load_esol", lambda *a, **k: ([], []))
+    monkeypatch.setattr(script, "esol_batches", lambda *a: ([None], 1, 1))
+    monkeypatch.setattr(script, "build", lambda *a: None)
+
+    def steps(models, batches, count) -> dict[str, list[float]]:
+        calls.append("timing")
+        return {name: [1.0] * count for name in models}
+
+    monkeypatch.setattr(script, "interleaved_steps_ms", steps)
+    monkeypatch.setattr(script, "component_ms", lambda *a: {})
+    monkeypatch.setattr(script, "layer_ms", lambda *a: {})
+    assert script.main(["--smoke", "--out", str(tmp_path)]) == 0
+    assert calls == ["machine", "timing"]

@@ -1,7 +1,10 @@
 """Numbers derived from the case records: ratios, auto vs best, crossover, targets.
 
 All functions take the list of case dicts written to ``bench.json`` (see
-:func:`graphattn.bench.worker.run_case`) and ignore cases that did not run.
+:func:`graphattn.bench.worker.run_case`) and ignore cases that did not run. A time that
+is not a finite positive number (NaN, inf, 0) is unusable: no ratio is computed from
+it (``None``), and the results say where such a time was left out; no NaN or inf is
+ever returned.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ __all__ = [
     "derive",
     "pair_ratios",
     "target_checks",
+    "usable_time",
 ]
 
 AUTO_TOLERANCE = 1.10  # auto may be at most 10% slower than the faster mode
@@ -37,8 +41,14 @@ def _by_group(cases: list[dict]) -> dict[str, dict[str, dict]]:
     return dict(groups)
 
 
+def usable_time(seconds: float | None) -> bool:
+    """Whether ``seconds`` is a time a ratio can be taken of: finite and positive."""
+    return seconds is not None and math.isfinite(seconds) and seconds > 0
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
-    if a is None or b is None or b <= 0:
+    """``a / b``; None when either is missing or not finite, or ``b`` is not positive."""
+    if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)) or b <= 0:
         return None
     return a / b
 
@@ -70,35 +80,51 @@ def _sparse_case(impls: dict[str, dict]) -> dict | None:
     on large ones, so either can be what sparse mode means for a case.
     """
     measured = [impls[k] for k in ("fused", "reference") if k in impls]
-    measured = [c for c in measured if c.get("median_seconds") is not None]
+    measured = [c for c in measured if usable_time(c.get("median_seconds"))]
     return min(measured, key=lambda c: c["median_seconds"], default=None)
+
+
+def _unusable(impls: dict[str, dict], names: tuple[str, ...]) -> list[str]:
+    """``"impl=value"`` for each of ``names`` that ran but whose time is unusable."""
+    return [
+        f"{k}={impls[k].get('median_seconds')}"
+        for k in names
+        if k in impls and not usable_time(impls[k].get("median_seconds"))
+    ]
+
+
+def _auto_row(group: str, impls: dict[str, dict]) -> dict | None:
+    """auto against the faster usable mode of one group (None without auto or modes);
+    with an unusable time, ``ratio`` and ``within_10_percent`` are None and ``note``
+    says which."""
+    auto = impls.get("auto")
+    if auto is None or not {"fused", "reference", "dense"} & impls.keys():
+        return None
+    modes = {"sparse": _sparse_case(impls), "dense": impls.get("dense")}
+    modes = {m: c for m, c in modes.items() if c and usable_time(c.get("median_seconds"))}
+    best_mode = min(modes, key=lambda m: modes[m]["median_seconds"], default=None)
+    row = {
+        "group": group,
+        "density": auto.get("density"),
+        "auto_choice": auto.get("auto_choice"),
+        "best_mode": best_mode,
+        "same_mode_as_best": None if best_mode is None else auto.get("auto_choice") == best_mode,
+        "auto_seconds": auto["median_seconds"] if usable_time(auto["median_seconds"]) else None,
+        "best_seconds": modes[best_mode]["median_seconds"] if best_mode else None,
+    }
+    unusable = _unusable(impls, ("auto", "fused", "reference", "dense"))
+    ratio = _ratio(row["auto_seconds"], row["best_seconds"])
+    row["ratio"] = ratio
+    row["within_10_percent"] = None if ratio is None else ratio <= AUTO_TOLERANCE
+    if unusable:
+        row["note"] = f"unusable time (not finite and positive): {', '.join(unusable)}"
+    return row
 
 
 def auto_vs_best(cases: list[dict]) -> list[dict]:
     """For every group with an ``auto`` run: its time against the faster of sparse/dense."""
-    rows = []
-    for group, impls in _by_group(cases).items():
-        auto = impls.get("auto")
-        modes = {"sparse": _sparse_case(impls), "dense": impls.get("dense")}
-        modes = {m: c for m, c in modes.items() if c is not None}
-        if auto is None or not modes:
-            continue
-        best_mode = min(modes, key=lambda m: modes[m]["median_seconds"])
-        ratio = auto["median_seconds"] / modes[best_mode]["median_seconds"]
-        rows.append(
-            {
-                "group": group,
-                "density": auto.get("density"),
-                "auto_choice": auto.get("auto_choice"),
-                "best_mode": best_mode,
-                "same_mode_as_best": auto.get("auto_choice") == best_mode,
-                "auto_seconds": auto["median_seconds"],
-                "best_seconds": modes[best_mode]["median_seconds"],
-                "ratio": ratio,
-                "within_10_percent": ratio <= AUTO_TOLERANCE,
-            }
-        )
-    return rows
+    rows = [_auto_row(group, impls) for group, impls in _by_group(cases).items()]
+    return [r for r in rows if r is not None]
 
 
 def density_sweep_nodes(cases: list[dict]) -> list[int]:
@@ -106,28 +132,38 @@ def density_sweep_nodes(cases: list[dict]) -> list[int]:
     return sorted({c["num_nodes"] for c in _ok(cases) if c.get("suite") == "density"})
 
 
-def _density_points(cases: list[dict], num_nodes: int | None = None) -> list[dict]:
+def _density_points(
+    cases: list[dict], num_nodes: int | None = None
+) -> tuple[list[dict], list[dict]]:
     """Density sweep points (of the sweep at ``num_nodes``, if given) with both modes
-    measured, by increasing density."""
-    points = []
+    measured, by increasing density, and the points dropped because a time (of fused,
+    reference or dense) or the density was not a finite positive number."""
+    points, dropped = [], []
     sweep = [
         c for c in cases if c.get("suite") == "density" and num_nodes in (None, c.get("num_nodes"))
     ]
-    for impls in _by_group(sweep).values():
-        sparse, dense = _sparse_case(impls), impls.get("dense")
-        if sparse is None or dense is None:
+    for group, impls in _by_group(sweep).items():
+        if "dense" not in impls or not {"fused", "reference"} & impls.keys():
             continue
+        unusable = _unusable(impls, ("fused", "reference", "dense"))
+        density = next(iter(impls.values())).get("density")
+        if not usable_time(density):  # same test: finite and positive
+            unusable.append(f"density={density}")
+        if unusable:
+            dropped.append({"group": group, "reason": ", ".join(unusable)})
+            continue
+        sparse, dense = _sparse_case(impls), impls["dense"]
         points.append(
             {
                 "num_nodes": sparse["num_nodes"],
-                "density": sparse["density"],
+                "density": density,
                 "in_degree": sparse.get("in_degree"),
                 "sparse_seconds": sparse["median_seconds"],
                 "dense_seconds": dense["median_seconds"],
                 "dense_over_sparse": dense["median_seconds"] / sparse["median_seconds"],
             }
         )
-    return sorted(points, key=lambda p: p["density"])
+    return sorted(points, key=lambda p: p["density"]), dropped
 
 
 def _log_interpolate(a: dict, b: dict) -> float:
@@ -151,28 +187,35 @@ def crossover_density(
     swept = density_sweep_nodes(cases)
     if num_nodes is None and swept:
         num_nodes = swept[-1]
-    points = _density_points(cases, num_nodes)
+    points, dropped = _density_points(cases, num_nodes)
     result: dict = {
         "num_nodes": num_nodes,
         "points": points,
+        "dropped_points": dropped,
         "configured": configured,
         "measured": None,
     }
+    result["status"] = _crossing(points, result)
+    if dropped:
+        groups = "; ".join(f"{d['group']} ({d['reason']})" for d in dropped)
+        result["status"] += f"; {len(dropped)} point(s) left out, unusable time: {groups}"
+    return result
+
+
+def _crossing(points: list[dict], result: dict) -> str:
+    """Set ``result["measured"]`` from usable ``points``; returns the status text."""
     if not points:
-        result["status"] = "no density sweep measured"
-        return result
+        return "no density sweep measured"
     first = len(points)
     while first > 0 and points[first - 1]["dense_over_sparse"] <= 1.0:
         first -= 1
     if first == len(points):
-        result["status"] = f"sparse faster at every density up to {points[-1]['density']:.3g}"
-    elif first == 0:
+        return f"sparse faster at every density up to {points[-1]['density']:.3g}"
+    if first == 0:
         result["measured"] = points[0]["density"]
-        result["status"] = "dense faster at every density (the value is an upper bound)"
-    else:
-        result["measured"] = _log_interpolate(points[first - 1], points[first])
-        result["status"] = "interpolated"
-    return result
+        return "dense faster at every density (the value is an upper bound)"
+    result["measured"] = _log_interpolate(points[first - 1], points[first])
+    return "interpolated"
 
 
 def _training_ratio(cases: list[dict]) -> dict | None:
@@ -212,12 +255,24 @@ def target_checks(
     if training is not None:
         checks["training_step_over_pyg_time"] = _check(training["time_ratio"], 0.7)
     if auto:
-        worst = max(r["ratio"] for r in auto)
-        checks["auto_over_best_worst"] = _check(worst, AUTO_TOLERANCE)
+        checks["auto_over_best_worst"] = _worst_auto_check(auto)
     if auto_paired:
-        worst = max(r["ratio"] for r in auto_paired)
-        checks["auto_over_best_paired_worst"] = _check(worst, AUTO_TOLERANCE)
+        checks["auto_over_best_paired_worst"] = _worst_auto_check(auto_paired)
     return checks
+
+
+def _worst_auto_check(rows: list[dict]) -> dict:
+    """The worst auto / best ratio against the tolerance; not decided (``met`` None,
+    with a ``note``) when a group's ratio could not be computed, unless a computed
+    one already fails."""
+    ratios = [r["ratio"] for r in rows if r["ratio"] is not None]
+    check = _check(max(ratios, default=None), AUTO_TOLERANCE)
+    missing = [r["group"] for r in rows if r["ratio"] is None]
+    if missing:
+        check["note"] = f"no usable ratio for {', '.join(missing)}"
+        if check["met"]:
+            check["met"] = None
+    return check
 
 
 def edge_traffic_bytes(num_nodes: float, allowed_pairs: float, channels: int) -> float:
@@ -238,6 +293,8 @@ def add_bandwidth(cases: list[dict], channels: int) -> None:
         sparse = case["impl"] in SPARSE_IMPLS or case.get("auto_choice") == "sparse"
         if not sparse or case["suite"] not in ("scaling", "density"):
             continue
+        if not usable_time(case.get("median_seconds")):
+            continue  # no bandwidth from a NaN/inf/zero time: the case keeps its time
         traffic = edge_traffic_bytes(case["num_nodes"], case["allowed_pairs"], channels)
         case["traffic_bytes"] = traffic
         case["bandwidth_gb_s"] = traffic / case["median_seconds"] / 1e9

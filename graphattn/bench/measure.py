@@ -13,8 +13,11 @@ the usage right before it.
   reusing it during the pass counts, the baseline RSS is read, and Linux's RSS
   high-water mark is reset (``/proc/self/clear_refs``); after the pass the new
   high-water mark (``VmHWM``) is read. Where the reset is impossible the probe falls
-  back to ``getrusage``'s ``ru_maxrss``, a lower bound when the process had already
-  been larger than its baseline (the result says which method was used).
+  back to ``getrusage``'s ``ru_maxrss``: the process's peak over its whole life, which
+  includes the warm-up passes and anything freed before :meth:`CpuMemoryProbe.start`.
+  When that peak is already above the baseline, ``ru_maxrss - baseline`` can exceed the
+  pass's extra peak: an *upper bound* (``"ru_maxrss (upper bound)"``); otherwise it is
+  exact (``"ru_maxrss"``). Each result says which method was used.
 """
 
 from __future__ import annotations
@@ -30,10 +33,19 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["CpuMemoryProbe", "CudaMemoryProbe", "memory_probe", "time_pass"]
+__all__ = [
+    "CPU_EXACT_METHOD",
+    "CPU_UPPER_BOUND_METHOD",
+    "CpuMemoryProbe",
+    "CudaMemoryProbe",
+    "memory_probe",
+    "time_pass",
+]
 
 _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
+CPU_EXACT_METHOD = "VmHWM after clear_refs"
+CPU_UPPER_BOUND_METHOD = "ru_maxrss (upper bound)"
 
 
 def time_pass(step: Callable[[], None], device: torch.device) -> float:
@@ -112,9 +124,11 @@ class CpuMemoryProbe:
         _release_free_memory()
         self.baseline = _current_rss()
         if _reset_high_water_mark():
-            self.method = "VmHWM after clear_refs"
+            self.method = CPU_EXACT_METHOD
         elif _max_rss_bytes() > self.baseline:
-            self.method = "ru_maxrss (lower bound)"
+            # the lifetime peak (warm-up, memory freed before now) is already higher:
+            # peak - baseline may exceed the pass's own extra peak
+            self.method = CPU_UPPER_BOUND_METHOD
         else:
             self.method = "ru_maxrss"
 

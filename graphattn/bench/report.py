@@ -27,13 +27,26 @@ def _num(value: float | None, digits: int = 3) -> str:
     return "–" if value is None else f"{value:.{digits}g}"
 
 
-def _cell(case: dict | None, key: str) -> str:
-    """A time (ms) or memory (MiB) cell; ``skip``/``fail`` for cases that did not run."""
+OTHER_METHOD_MARK = "†"
+
+
+def _other_method(case: dict, probe: str | None) -> bool:
+    """Whether ``case`` measured its memory otherwise than the run's ``memory_probe``."""
+    method = case.get("memory_method")
+    return probe is not None and method is not None and method != probe
+
+
+def _cell(case: dict | None, key: str, probe: str | None = None) -> str:
+    """A time (ms) or memory (MiB) cell; ``skip``/``fail`` for cases that did not run;
+    a memory measured by another method than ``probe`` is marked with ``†``."""
     if case is None:
         return "–"
     if case.get("status") != "ok":
         return "skip" if case.get("status") == "skipped" else "fail"
-    return _ms(case["median_seconds"]) if key == "time" else _mb(case["peak_extra_bytes"])
+    if key == "time":
+        return _ms(case["median_seconds"])
+    mark = OTHER_METHOD_MARK if _other_method(case, probe) else ""
+    return _mb(case["peak_extra_bytes"]) + mark
 
 
 def _groups(cases: list[dict], suite: str) -> dict[str, dict[str, dict]]:
@@ -56,7 +69,9 @@ def _size_columns(impls: dict[str, dict]) -> list[str]:
     ]
 
 
-def _suite_section(cases: list[dict], suite: str, title: str, impls: tuple[str, ...]) -> str:
+def _suite_section(
+    cases: list[dict], suite: str, title: str, impls: tuple[str, ...], probe: str | None = None
+) -> str:
     groups = _groups(cases, suite)
     if not groups:
         return ""
@@ -64,11 +79,24 @@ def _suite_section(cases: list[dict], suite: str, title: str, impls: tuple[str, 
     parts = [f"## {title}"]
     for key, label in (("time", "median time (ms)"), ("memory", "extra peak memory (MiB)")):
         rows = [
-            _size_columns(found) + [_cell(found.get(i), key) for i in impls]
+            _size_columns(found) + [_cell(found.get(i), key, probe) for i in impls]
             for found in groups.values()
         ]
         parts += [f"\n{label}, forward + backward:\n", _table(headers, rows)]
     return "\n".join(parts)
+
+
+def _memory_method_section(cases: list[dict], probe: str | None) -> str:
+    """The cases whose memory was measured otherwise than the run's setting, and how."""
+    other = [c for c in cases if c.get("status") == "ok" and _other_method(c, probe)]
+    if not other:
+        return ""
+    lines = [f"- `{c['name']}`: {c['memory_method']}" for c in other]
+    return (
+        f"## Memory measured by another method ({OTHER_METHOD_MARK})\n\n"
+        f"The run's method is `{probe}`; these cases used another (an upper bound "
+        "says the value can exceed the pass's own extra peak):\n\n" + "\n".join(lines)
+    )
 
 
 def _machine_section(result: dict) -> str:
@@ -98,7 +126,12 @@ def _targets_section(targets: dict) -> str:
     if not targets:
         return ""
     rows = [
-        [name, _num(t["value"]), f"≤ {t['limit']}", {True: "yes", False: "NO"}.get(t["met"], "–")]
+        [
+            name,
+            _num(t["value"]) + (f" ({t['note']})" if t.get("note") else ""),
+            f"≤ {t['limit']}",
+            {True: "yes", False: "NO"}.get(t["met"], "–"),
+        ]
         for name, t in targets.items()
     ]
     return "## Targets\n\n" + _table(["check", "value", "limit", "met"], rows)
@@ -123,22 +156,23 @@ def _auto_section(rows: list[dict], paired: bool = False) -> str:
             r["group"],
             _num(r["density"]),
             str(r["auto_choice"]),
-            r["best_mode"],
+            r["best_mode"] or "–",
             _num(r["ratio"]),
-            "yes" if r["within_10_percent"] else "NO",
+            {True: "yes", False: "NO"}.get(r["within_10_percent"], "–"),
         ]
         for r in rows
     ]
     headers = ["case", "density", "auto chose", "faster mode", "auto / best", "within 10%"]
+    notes = "".join(f"\n- `{r['group']}`: {r['note']}" for r in rows if r.get("note"))
     if paired:
         title = "## mode='auto' against the faster mode, paired timing (one process)"
         note = (
             "The fused, reference, dense and auto layers of each size timed interleaved "
             "in one process; the decisive comparison for the 10% criterion.\n\n"
         )
-        return f"{title}\n\n{note}" + _table(headers, body)
+        return f"{title}\n\n{note}" + _table(headers, body) + notes
     title = "## mode='auto' against the faster mode, separate processes"
-    return f"{title}\n\n" + _table(headers, body)
+    return f"{title}\n\n" + _table(headers, body) + notes
 
 
 def _crossover_section(crossover: dict, by_nodes: list[dict]) -> str:
@@ -155,9 +189,9 @@ def _crossover_section(crossover: dict, by_nodes: list[dict]) -> str:
     )
 
 
-def _training_section(cases: list[dict], training: dict | None) -> str:
+def _training_section(cases: list[dict], training: dict | None, probe: str | None) -> str:
     rows = [
-        [c["impl"], _cell(c, "time"), _cell(c, "memory"), str(c.get("parameters", "–"))]
+        [c["impl"], _cell(c, "time"), _cell(c, "memory", probe), str(c.get("parameters", "–"))]
         for c in cases
         if c["suite"] == "training"
     ]
@@ -195,21 +229,32 @@ def _skipped_section(cases: list[dict]) -> str:
     return "## Skipped or failed cases\n\n" + "\n".join(lines)
 
 
+def _paired_skipped_section(paired: list[dict]) -> str:
+    skipped = [r for r in paired if r.get("status") != "ok"]
+    if not skipped:
+        return ""
+    lines = [f"- `{r['group']}` {r['impl']} ({r['status']}): {r.get('reason')}" for r in skipped]
+    return "## Skipped or failed in the paired phase\n\n" + "\n".join(lines)
+
+
 def markdown_report(result: dict) -> str:
     """The whole ``bench.md`` text of a :func:`~graphattn.bench.runner.run_benchmarks` result."""
     cases, derived = result["cases"], result["derived"]
+    probe = result["settings"].get("memory_probe")
     sections = [
         _machine_section(result),
         _targets_section(derived["targets"]),
-        _suite_section(cases, "scaling", "Scaling: random graphs", LAYER_IMPLS),
-        _suite_section(cases, "density", "Density sweep", LAYER_IMPLS),
+        _suite_section(cases, "scaling", "Scaling: random graphs", LAYER_IMPLS, probe),
+        _suite_section(cases, "density", "Density sweep", LAYER_IMPLS, probe),
         _crossover_section(derived["crossover_density"], derived.get("crossover_by_nodes", [])),
-        _suite_section(cases, "molecules", "ESOL batches (one layer)", LAYER_IMPLS),
-        _training_section(cases, derived["training_vs_pyg"]),
+        _suite_section(cases, "molecules", "ESOL batches (one layer)", LAYER_IMPLS, probe),
+        _training_section(cases, derived["training_vs_pyg"], probe),
+        _memory_method_section(cases, probe),
         _ratio_section(derived["fused_vs_pyg"], "fused / PyG TransformerConv"),
         _auto_section(derived["auto_vs_best"]),
         _auto_section(derived.get("auto_vs_best_paired", []), paired=True),
         _bandwidth_section(derived["fused_bandwidth"]),
         _skipped_section(cases),
+        _paired_skipped_section(result.get("paired") or []),
     ]
     return "\n\n".join(s for s in sections if s) + "\n"

@@ -29,10 +29,12 @@ from graphattn.bench.cases import (
     quick_grid,
 )
 from graphattn.bench.machine import describe_machine
+from graphattn.bench.measure import CPU_EXACT_METHOD, CudaMemoryProbe
 from graphattn.bench.plots import write_plots
 from graphattn.bench.report import markdown_report
 from graphattn.bench.worker import (
     MoleculeData,
+    paired_failure,
     paired_layer_times,
     run_case,
     run_isolated,
@@ -102,15 +104,27 @@ def load_molecule_data(
     return MoleculeData(batches, atom_dim, bond_dim), None
 
 
-def _settings(grid: Grid, device: str, quick: bool, specs: list[CaseSpec], isolate: bool) -> dict:
+def _memory_settings(device: str, isolate: bool) -> dict:
+    """How memory is measured: ``memory_method`` (words) and ``memory_probe`` (the
+    ``memory_method`` every case should report; bench.md flags those that differ)."""
+    if device.startswith("cuda"):
+        method = "torch.cuda.max_memory_allocated - memory_allocated before the pass"
+        return {"memory_method": method, "memory_probe": CudaMemoryProbe.method}
+    where = (
+        "one fresh process per case"
+        if isolate
+        else "in the benchmark's own process (not isolated: earlier cases can distort it)"
+    )
+    method = f"peak RSS - RSS before the pass, {where}"
+    return {"memory_method": method, "memory_probe": CPU_EXACT_METHOD}
+
+
+def _settings(
+    grid: Grid, device: str, quick: bool, specs: list[CaseSpec], isolate: bool, timeout: float
+) -> dict:
     from graphattn.ops.cost import CROSSOVER_DENSITY, DENSE_MIN_WORK
 
     first = specs[0] if specs else CaseSpec(suite="scaling", impl="fused")
-    memory = (
-        "torch.cuda.max_memory_allocated - memory_allocated before the pass"
-        if device.startswith("cuda")
-        else "peak RSS - RSS before the pass, one fresh process per case"
-    )
     return {
         "quick": quick,
         "device": device,
@@ -120,11 +134,12 @@ def _settings(grid: Grid, device: str, quick: bool, specs: list[CaseSpec], isola
         "max_dense_bytes": first.max_dense_bytes,
         "threads": first.threads,
         "isolated_processes": isolate,
+        "case_timeout_seconds": timeout if isolate else None,  # in-process cases: none
         "in_channels": first.in_channels,
         "heads": first.heads,
         "head_dim": first.head_dim,
         "timing": "CUDA events" if device.startswith("cuda") else "time.perf_counter",
-        "memory_method": memory,
+        **_memory_settings(device, isolate),
         "configured_crossover_density": CROSSOVER_DENSITY,
         "configured_dense_min_work": DENSE_MIN_WORK,
         "notes": NOTES,
@@ -169,14 +184,47 @@ def _progress(specs: list[CaseSpec], enabled: bool) -> Iterable[CaseSpec]:
         yield spec
 
 
+def _paired_group(
+    members: list[CaseSpec], data: MoleculeData | None, rounds: int, failed: dict[str, str]
+) -> dict[str, dict]:
+    """``{impl: timing}`` of one group: implementations whose isolated case failed are
+    skipped, with that reason; an error building the group's inputs fails them all."""
+    runnable = [s for s in members if s.name not in failed]
+    earlier = "its case failed earlier in this run"
+    timings = {
+        s.impl: {"skipped": True, "reason": f"{earlier}: {failed[s.name]}"}
+        for s in members
+        if s.name in failed
+    }
+    if runnable:
+        try:
+            timings.update(paired_layer_times(runnable, data, rounds))
+        except Exception as err:  # recorded: the other groups still run
+            timings.update({s.impl: paired_failure(err) for s in runnable})
+    return timings
+
+
+def _paired_status(timing: dict) -> str:
+    if timing.get("failed"):
+        return "failed"
+    return "skipped" if timing.get("skipped") else "ok"
+
+
 def run_paired(
-    specs: list[CaseSpec], molecules: MoleculeData | None, rounds: int, progress: bool
+    specs: list[CaseSpec],
+    molecules: MoleculeData | None,
+    rounds: int,
+    progress: bool,
+    failed: dict[str, str] | None = None,
 ) -> list[dict]:
     """Records of the paired phase: per size, the modes timed interleaved in this process.
 
     The records have the case format of ``bench.json`` (``group``, ``impl``, ``status``,
     ``median_seconds``...) without memory, so :func:`~graphattn.bench.analysis.auto_vs_best`
-    reads them as it reads the isolated cases.
+    reads them as it reads the isolated cases. ``failed`` maps the names of cases that
+    already failed (earlier in this run) to why: they are skipped here, with that
+    reason. An implementation that raises here gets ``"status": "failed"`` and the error;
+    the phase goes on. There is no timeout: a pass that hangs hangs the run.
     """
     from tqdm.auto import tqdm
 
@@ -189,8 +237,8 @@ def run_paired(
     records = []
     for group, members in tqdm(groups.items(), desc="paired", unit="size", disable=not progress):
         data = molecules if members[0].suite in MOLECULE_SUITES else None
-        for impl, timing in paired_layer_times(members, data, rounds).items():
-            status = "skipped" if timing.get("skipped") else "ok"
+        for impl, timing in _paired_group(members, data, rounds, failed or {}).items():
+            status = _paired_status(timing)
             base = {"group": group, "suite": members[0].suite, "impl": impl, "status": status}
             records.append({**base, **timing, "timing": "paired"})
         gc.collect()
@@ -251,12 +299,19 @@ def run_benchmarks(
             i.e. every core).
         isolate: one fresh process per case (default: on CPU, where peak RSS needs it).
         case_timeout: seconds before an isolated case is killed (default 120 quick,
-            1800 full).
+            1800 full). It applies to isolated cases only: cases run in this process
+            (CUDA, or ``isolate=False``) and the paired phase cannot be interrupted, so
+            one that hangs hangs the run (``settings.case_timeout_seconds`` is then null).
         suites: a subset of ``scaling``, ``density``, ``molecules``, ``training``.
         paired_rounds: rounds of the paired phase, which times the fused, reference,
             dense and auto layers of each size interleaved in this process, for the
             ``mode="auto"`` comparison (separate processes are too noisy for its 10%
             criterion); default 12, 2 in quick mode; 0 skips it.
+
+    A case that raises is recorded as ``"status": "failed"`` with the error as its
+    ``reason`` and the run goes on (in the paired phase too, which skips the
+    implementations whose isolated case failed); ``complete`` is true once the run has
+    finished, failed cases included.
 
     Returns:
         The dict written to ``bench.json``: ``machine``, ``settings``, ``cases``
@@ -285,7 +340,7 @@ def run_benchmarks(
         "complete": False,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": describe_machine(),
-        "settings": _settings(grid, device, quick, specs, isolate),
+        "settings": _settings(grid, device, quick, specs, isolate, timeout),
         "cases": [],
         "derived": {},
     }
@@ -296,5 +351,6 @@ def run_benchmarks(
     rounds = (2 if quick else 12) if paired_rounds is None else paired_rounds
     result["settings"]["paired_rounds"] = rounds
     if rounds > 0 and unavailable is None:
-        result["paired"] = run_paired(specs, molecules, rounds, progress)
+        failed = {c["name"]: c["reason"] for c in result["cases"] if c["status"] == "failed"}
+        result["paired"] = run_paired(specs, molecules, rounds, progress, failed)
     return _finish(result, out, started)

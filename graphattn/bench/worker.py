@@ -26,6 +26,7 @@ import os
 import random
 import statistics
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -46,7 +47,9 @@ from graphattn.optim import adamw
 
 __all__ = [
     "MoleculeData",
+    "describe_error",
     "failed_result",
+    "paired_failure",
     "paired_layer_times",
     "run_case",
     "run_isolated",
@@ -85,9 +88,22 @@ def skipped_result(spec: CaseSpec, reason: str) -> dict:
     return {**_base_result(spec), "status": "skipped", "skipped": True, "reason": reason}
 
 
-def failed_result(spec: CaseSpec, reason: str) -> dict:
+def failed_result(spec: CaseSpec, reason: str, trace: str | None = None) -> dict:
     """The record of a case that crashed or timed out (also counted as skipped)."""
-    return {**_base_result(spec), "status": "failed", "skipped": True, "reason": reason}
+    record = {**_base_result(spec), "status": "failed", "skipped": True, "reason": reason}
+    if trace is not None:
+        record["traceback"] = trace
+    return record
+
+
+def describe_error(err: BaseException) -> str:
+    """``"TypeName: message"`` of an exception, the reason of a failed record."""
+    return f"{type(err).__name__}: {err}"
+
+
+def short_traceback(err: BaseException, limit: int = 4000) -> str:
+    """The end of ``err``'s formatted traceback (where it was raised), at most ``limit`` chars."""
+    return "".join(traceback.format_exception(err))[-limit:]
 
 
 # --------------------------------------------------------------------------- inputs
@@ -266,10 +282,10 @@ def paired_layer_times(
     Returns:
         ``{impl: {"median_seconds", "times"}}``, the auto entry also with its graph
         info (``auto_choice``, ``density``, ...); an implementation over the dense memory
-        budget gets ``{"skipped": True, "reason": ...}``.
+        budget or out of memory gets ``{"skipped": True, "reason": ...}``, one that
+        raised ``{"skipped": True, "failed": True, "reason": "TypeName: message"}``.
+        An error building the group's inputs is raised (the caller records it).
     """
-    from graphattn.bench.models import build_attention
-
     first = specs[0]
     if first.threads:
         torch.set_num_threads(first.threads)
@@ -278,33 +294,65 @@ def paired_layer_times(
     cold = first.suite not in GRAPH_SUITES
     passes, results = {}, {}
     for spec in specs:
+        prepare, outcome = _paired_setup(spec, graphs, cold)
+        results[spec.impl] = outcome
+        if prepare is not None:
+            passes[spec.impl] = prepare
+    _paired_rounds(passes, results, first, rounds, cold)
+    for impl in passes:
+        results[impl]["median_seconds"] = statistics.median(results[impl]["times"])
+    return results
+
+
+def _paired_setup(
+    spec: CaseSpec, graphs: list[GraphInput], cold: bool
+) -> tuple[Prepare | None, dict]:
+    """Build and warm up one implementation of the paired phase: ``(prepare, its record)``,
+    ``prepare`` None when it was skipped (over budget, out of memory) or raised."""
+    from graphattn.bench.models import build_attention
+
+    device = torch.device(spec.device)
+    try:
         model = build_attention(spec).to(device)
         prepare = _layer_pass(spec, model, graphs)
-        try:
-            for i in range(spec.warmup):
-                prepare(i, cold)()
-        except DenseMemoryError as err:
-            results[spec.impl] = {"skipped": True, "reason": f"over the dense memory budget: {err}"}
-            continue
-        except (torch.OutOfMemoryError, MemoryError) as err:
-            results[spec.impl] = {"skipped": True, "reason": f"out of memory: {err}"[:300]}
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-            continue
-        passes[spec.impl] = prepare
-        results[spec.impl] = {"times": []}
+        for i in range(spec.warmup):
+            prepare(i, cold)()
+        outcome: dict = {"times": []}
         if spec.impl == "auto":
-            results["auto"].update(_graph_info(spec, model, graphs))
+            outcome.update(_graph_info(spec, model, graphs))
+    except DenseMemoryError as err:
+        return None, {"skipped": True, "reason": f"over the dense memory budget: {err}"}
+    except (torch.OutOfMemoryError, MemoryError) as err:
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        return None, {"skipped": True, "reason": f"out of memory: {err}"[:300]}
+    except Exception as err:  # recorded, the other implementations still run
+        return None, paired_failure(err)
+    return prepare, outcome
+
+
+def paired_failure(err: BaseException) -> dict:
+    """A paired-phase record of an implementation that raised."""
+    return {"skipped": True, "failed": True, "reason": describe_error(err)}
+
+
+def _paired_rounds(
+    passes: dict[str, Prepare], results: dict[str, dict], first: CaseSpec, rounds: int, cold: bool
+) -> None:
+    """Time ``rounds`` rounds, the implementations in a fresh random order each round;
+    one that raises is recorded as failed (its times so far kept) and leaves the rounds."""
+    device = torch.device(first.device)
     order = random.Random(first.seed)
     for r in range(rounds):
         impls = list(passes)
         order.shuffle(impls)
         for impl in impls:
-            step = passes[impl](first.warmup + r, cold)
-            results[impl]["times"].append(time_pass(step, device))
-    for impl in passes:
-        results[impl]["median_seconds"] = statistics.median(results[impl]["times"])
-    return results
+            try:
+                step = passes[impl](first.warmup + r, cold)
+                results[impl]["times"].append(time_pass(step, device))
+            except Exception as err:  # a crash must not end the phase
+                results[impl].update(paired_failure(err))
+                del passes[impl]
 
 
 def _batch_to(b: MoleculeBatch, device: torch.device) -> MoleculeBatch:
@@ -317,7 +365,13 @@ def _batch_to(b: MoleculeBatch, device: torch.device) -> MoleculeBatch:
 
 
 def run_case(spec: CaseSpec, molecules: MoleculeData | None = None) -> dict:
-    """Measure one case in this process; over-budget dense or out of memory: skipped."""
+    """Measure one case in this process.
+
+    Dense over its budget or out of memory: a ``skipped`` record. Any other exception:
+    a ``failed`` record with ``"TypeName: message"`` as its reason and the end of the
+    traceback, so that a run goes on with its other cases. (No timeout applies here:
+    a case that hangs in this process hangs the run; see :func:`run_isolated`.)
+    """
     if spec.threads:
         torch.set_num_threads(spec.threads)
     start = time.perf_counter()
@@ -330,6 +384,8 @@ def run_case(spec: CaseSpec, molecules: MoleculeData | None = None) -> dict:
         return skipped_result(spec, f"over the dense memory budget: {err}")
     except (torch.OutOfMemoryError, MemoryError) as err:
         return skipped_result(spec, f"out of memory: {err}")
+    except Exception as err:  # any crash of the case is its result
+        return failed_result(spec, describe_error(err), short_traceback(err))
     return {
         **_base_result(spec),
         **measured,
@@ -392,8 +448,8 @@ def _child(spec: CaseSpec, molecules: MoleculeData | None, conn) -> None:
     gc.freeze()  # the preloaded modules' objects: keeps the probe's gc.collect() short
     try:
         result = run_case(spec, molecules)
-    except Exception as err:  # report any crash of the case as its result
-        result = failed_result(spec, f"{type(err).__name__}: {err}")
+    except Exception as err:  # run_case records crashes; this catches anything it missed
+        result = failed_result(spec, describe_error(err), short_traceback(err))
     conn.send(result)
     conn.close()
 
