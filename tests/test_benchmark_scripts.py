@@ -287,3 +287,14 @@ def test_training_step_breakdown_reads_the_machine_before_timing(monkeypatch, tm
     monkeypatch.setattr(script, "layer_ms", lambda *a: {})
     assert script.main(["--smoke", "--out", str(tmp_path)]) == 0
     assert calls == ["machine", "timing"]
+
+
+def test_featurizer_throughput_compares_both_featurizers_on_esol(data_dir):
+    result = run_script("featurizer_throughput.py", "--data-dir", str(data_dir), "--repeats", "1")
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    assert payload["n_molecules"] == 1128 and payload["repeats"] == 1
+    rates = payload["graphattn_mols_per_s"], payload["pyg_from_smiles_mols_per_s"]
+    assert all(rate > 0 for rate in rates)
+    assert payload["ratio"] == pytest.approx(rates[0] / rates[1], rel=1e-2)
+    assert "load_average_1_5_15" in payload["machine"] and "rdkit" in payload["machine"]

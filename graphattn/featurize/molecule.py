@@ -108,6 +108,9 @@ def _failure_reason(smiles: str) -> str:
     return "RDKit could not parse it"
 
 
+_WHITESPACE = re.compile(r"\s")
+
+
 def parse_smiles(smiles: str) -> Chem.Mol:
     """Parse and sanitise a SMILES string with RDKit's defaults, logging nothing.
 
@@ -131,7 +134,7 @@ def parse_smiles(smiles: str) -> Chem.Mol:
     text = smiles.strip()
     if not text:
         raise InvalidSmilesError(smiles, "empty SMILES")
-    if any(c.isspace() for c in text):
+    if _WHITESPACE.search(text):
         raise InvalidSmilesError(
             smiles, f"whitespace inside the SMILES (RDKit would read only {text.split()[0]!r})"
         )
