@@ -322,3 +322,21 @@ def test_an_undefined_validation_metric_selects_on_validation_loss(tmp_path, cap
     assert 1 <= metrics["best_epoch"] <= 4  # a best epoch was chosen (not -1)
     history = json.loads((tmp_path / "run" / "history.json").read_text())["history"]
     assert all(np.isfinite(h["val_loss"]) for h in history)
+
+
+def test_classification_predictions_give_logits_and_probabilities(tmp_path):
+    source = tmp_path / "m.csv"
+    source.write_text("smiles,c\n" + "".join(f"{'C' * n}O,{n % 2}\n" for n in range(1, 21)))
+    run = tmp_path / "run"
+    dataset = MoleculeCSV(source, target_cols=["c"])
+    train_molecule_model(dataset, tiny_config(task="classification"), run_dir=run, progress=False)
+    rows = list(csv.DictReader((run / "predictions.csv").read_text().splitlines()))
+    assert rows and all(
+        float(r["prob_c"]) == pytest.approx(1 / (1 + np.exp(-float(r["pred_c"]))), abs=1e-5)
+        for r in rows
+    )
+    out = tmp_path / "pred.csv"
+    assert main(["predict", "--model", str(run), "--csv", str(source), "--out", str(out)]) == 0
+    predicted = list(csv.DictReader(out.read_text().splitlines()))
+    assert list(predicted[0]) == ["smiles", "c", "pred_c", "prob_c", "error"]
+    assert all(0.0 < float(r["prob_c"]) < 1.0 for r in predicted)

@@ -353,16 +353,23 @@ def _fresh_name(name: str, taken: set[str]) -> str:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
+    from scipy.special import expit
+
     from graphattn.train.molecules import load_molecule_checkpoint, predict_molecules
 
-    targets = load_molecule_checkpoint(args.model)["target_cols"]
+    checkpoint = load_molecule_checkpoint(args.model)
+    targets = checkpoint["target_cols"]
     header, rows = _read_csv(args.csv)
     smiles, problems = _smiles_of_rows(args.csv, header, rows, args.smiles_col)
     preds, errors = predict_molecules(args.model, smiles, device=args.device)
     errors = [problem or error for problem, error in zip(problems, errors, strict=True)]
+    wanted = [f"pred_{t}" for t in targets]
+    if checkpoint["task"] == "classification":  # pred_ holds logits; add probabilities
+        wanted += [f"prob_{t}" for t in targets]
+        preds = np.concatenate([preds, expit(preds)], axis=1)
     taken = set(header)
-    added = [_fresh_name(f"pred_{t}", taken) for t in targets] + [_fresh_name("error", taken)]
-    renamed = [name for name in added if name not in {f"pred_{t}" for t in targets} | {"error"}]
+    added = [_fresh_name(name, taken) for name in [*wanted, "error"]]
+    renamed = [name for name in added if name not in {*wanted, "error"}]
     if renamed:
         print(f"the input has columns named like the output's: writing {renamed}", file=sys.stderr)
     args.out.parent.mkdir(parents=True, exist_ok=True)

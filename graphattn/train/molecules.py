@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from scipy.special import expit
 from torch_geometric.data import Batch
 from torch_geometric.loader import DataLoader
 from tqdm.auto import tqdm
@@ -469,10 +470,14 @@ def _write_run(
     save_split({k: np.asarray(v) for k, v in split.items()}, run_dir / "split.json")
     dataset.write_skipped(run_dir / "skipped.csv")
     plot_learning_curve(history, metric, run_dir / "learning_curve.png")
+    cols = list(dataset.target_cols)
+    names = [f"pred_{c}" for c in cols]
+    if metrics["task"] == "classification":  # pred_ holds logits; add probabilities
+        names += [f"prob_{c}" for c in cols]
+        test_pred = np.concatenate([test_pred, expit(test_pred)], axis=1)
     with open(run_dir / "predictions.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
-        cols = list(dataset.target_cols)
-        writer.writerow(["row", "smiles", *cols, *[f"pred_{c}" for c in cols]])
+        writer.writerow(["row", "smiles", *cols, *names])
         for data, pred in zip(parts["test"], test_pred, strict=True):
             writer.writerow(
                 [int(data.row), data.smiles, *data.y.view(-1).tolist(), *np.round(pred, 6).tolist()]
