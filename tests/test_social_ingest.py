@@ -219,11 +219,10 @@ def test_conflicting_labels_name_the_id_and_both_labels(tmp_path):
         read_labels(path)
 
 
-def test_repeated_label_warns(tmp_path, caplog):
-    path = write(tmp_path, "l.txt", "7 cat\n7 cat\n")
-    with caplog.at_level(logging.WARNING):
-        assert read_labels(path) == {"7": "cat"}
-    assert "repeated label" in caplog.text
+def test_a_repeated_node_is_an_error_even_with_the_same_label(tmp_path):
+    path = write(tmp_path, "l.txt", "7 cat\n8 dog\n7 cat\n")
+    with pytest.raises(GraphInputError, match=r"node '7' is repeated: line 1 and line 3"):
+        read_labels(path)
 
 
 def test_labels_by_column_name_with_quoted_commas(tmp_path):

@@ -154,3 +154,19 @@ def test_masks_of_the_wrong_shape_are_refused_by_name():
         train_node_model(data, {"train": train, "val": val[:-1], "test": test}, progress=False)
     with pytest.raises(GraphInputError, match="masks must have the keys"):
         train_node_model(data, {"train": train, "test": test}, progress=False)
+
+
+def test_an_empty_graph_is_refused_by_name():
+    import networkx as nx
+    import pytest
+    from torch_geometric.data import Data
+
+    from graphattn import GraphInputError
+    from graphattn.featurize import from_networkx
+
+    with pytest.raises(GraphInputError, match="the networkx graph has no nodes"):
+        from_networkx(nx.Graph())
+    empty = Data(edge_index=torch.empty(2, 0, dtype=torch.long), y=torch.empty(0), num_nodes=0)
+    masks = {part: torch.zeros(0, dtype=torch.bool) for part in ("train", "val", "test")}
+    with pytest.raises(GraphInputError, match="the graph has no nodes"):
+        train_node_model(empty, masks, progress=False)

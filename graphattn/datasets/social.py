@@ -503,13 +503,13 @@ def read_labels(
 
     Returns:
         node id -> label (both str). Lines with an empty or missing label leave
-        the node unlabelled and are counted in a warning; a repeated id with the
-        same label is warned about.
+        the node unlabelled and are counted in a warning.
 
     Raises:
         GraphInputError: a malformed line; in a whitespace-separated file, a line
             with more fields than expected (a label with spaces is ambiguous); an id
-            given two different labels (naming the id, both labels and both lines).
+            on two label lines (naming the id and both lines, and both labels when
+            they differ).
     """
     return _read_labels(path, id_col, label_col, delimiter, has_header)
 
@@ -603,7 +603,7 @@ def _check_header_width(table: _Rows) -> None:
 def _collect_labels(table: _Rows, id_at: int, label_at: int) -> dict[str, str]:
     labels: dict[str, str] = {}
     seen_at: dict[str, int] = {}
-    repeated, unlabelled = [], []
+    unlabelled = []
     for line, fields in table.rows:
         node = _field(fields, id_at, table.path, line, "id")
         label = fields[label_at] if -len(fields) <= label_at < len(fields) else ""
@@ -612,19 +612,15 @@ def _collect_labels(table: _Rows, id_at: int, label_at: int) -> dict[str, str]:
         elif node not in labels:
             labels[node], seen_at[node] = label, line
         elif labels[node] == label:
-            repeated.append(node)
+            raise GraphInputError(
+                f"{table.path}: node {node!r} is repeated: line {seen_at[node]} and line "
+                f"{line} (same label {label!r}); give each node one label line"
+            )
         else:
             raise GraphInputError(
                 f"{table.path}: conflicting labels for node {node!r}: {labels[node]!r} "
                 f"(line {seen_at[node]}) and {label!r} (line {line})"
             )
-    if repeated:
-        log.warning(
-            "%s: %d repeated label line(s) with the same label (first: node %r)",
-            table.path,
-            len(repeated),
-            repeated[0],
-        )
     if unlabelled:
         log.warning(
             "%s: %d line(s) with an empty or missing label skipped, their nodes left "

@@ -206,10 +206,12 @@ def from_networkx(
         when ``label_attr`` is given.
 
     Raises:
-        GraphInputError: a node lacks one of ``node_attrs`` or has a non-numeric or
-            non-finite (``None``, NaN, infinite) value.
+        GraphInputError: the graph has no nodes; a node lacks one of ``node_attrs`` or
+            has a non-numeric or non-finite (``None``, NaN, infinite) value.
     """
     node_ids = list(G.nodes)
+    if not node_ids:
+        raise GraphInputError("the networkx graph has no nodes")
     index = {key: i for i, key in enumerate(node_ids)}
     pairs = list(G.edges())
     src = torch.tensor([index[u] for u, _ in pairs], dtype=torch.long)

@@ -132,6 +132,8 @@ def _mask_dict(masks, num_nodes: int) -> dict[str, torch.Tensor]:
 
 def _check_labels(data) -> torch.Tensor:
     """``data.y`` as long, once it is known to hold at least two classes."""
+    if int(data.num_nodes or 0) == 0:
+        raise GraphInputError("the graph has no nodes")
     if getattr(data, "y", None) is None:
         raise GraphInputError(
             "the graph has no labels y (from_networkx(..., label_attr=NAME) or a label file "
