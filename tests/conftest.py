@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -33,3 +34,13 @@ def data_dir() -> Path:
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _graphattn_log_level():
+    """Benchmark scripts run in-process (``setup()``) quiet the ``graphattn`` logger;
+    restore its level so that later tests see the library's warnings."""
+    logger = logging.getLogger("graphattn")
+    level = logger.level
+    yield
+    logger.setLevel(level)

@@ -243,6 +243,8 @@ def test_auto_choice_reads_the_machine_before_timing_and_lists_what_was_not_time
 
     monkeypatch.setattr(script, "run_paired", run_paired)
     empty = tmp_path / "no-data"  # no ESOL: the molecule sizes are not run
+    monkeypatch.delenv("GRAPHATTN_DATA", raising=False)  # CI points it at ../shared
+    monkeypatch.setenv("GRAPHATTN_CACHE", str(empty))
     assert script.main(["--smoke", "--out", str(tmp_path), "--data-dir", str(empty)]) == 0
     assert calls == ["machine", "timing"]
     text = (tmp_path / "auto_choice.md").read_text()
