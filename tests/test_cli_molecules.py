@@ -110,3 +110,39 @@ def test_evaluate_refuses_unknown_targets_and_node_models(two_target_run, tmp_pa
         args = [command, "--model", str(karate), "--csv", str(source)]
         code = main([*args, "--out", str(tmp_path / "x.csv")])
         assert code == 2 and "holds a 'node' model, not a molecule model" in capsys.readouterr().err
+
+
+def test_unreadable_checkpoints_and_wrong_data_files_are_one_line_errors(tmp_path, capsys):
+    import torch
+
+    from graphattn.errors import GraphInputError
+    from graphattn.train.checkpoint import load_checkpoint
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for content, problem in [
+        (b"", "not a readable graphattn checkpoint"),
+        (b"not a checkpoint", "not a readable graphattn checkpoint"),
+    ]:
+        (run / "model.pt").write_bytes(content)
+        with pytest.raises(GraphInputError, match=rf"model.pt: {problem}"):
+            load_checkpoint(run)
+    torch.save({"format_version": 99, "kind": "molecule", "state_dict": {}}, run / "model.pt")
+    with pytest.raises(
+        GraphInputError, match="checkpoint format 99, this graphattn reads format 1"
+    ):
+        load_checkpoint(run)
+    torch.save([1, 2], run / "model.pt")
+    source = tmp_path / "in.csv"
+    source.write_text("smiles\nCCO\n")
+    code = main(
+        ["predict", "--model", str(run), "--csv", str(source), "--out", str(tmp_path / "o")]
+    )
+    assert code == 2 and "not a graphattn checkpoint" in capsys.readouterr().err
+
+    wrong = tmp_path / "data" / "esol"
+    wrong.mkdir(parents=True)
+    (wrong / "delaney-processed.csv").write_text("smiles,y\nCCO,1\n")
+    args = ["train", "--dataset", "esol", "--data-dir", str(tmp_path / "data"), "--epochs", "1"]
+    assert main([*args, "--out", str(tmp_path / "r")]) == 2
+    assert "sha256" in capsys.readouterr().err

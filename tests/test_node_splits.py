@@ -105,3 +105,12 @@ def test_masks_never_overlap_and_cover_labelled_nodes(counts, unlabelled, k, see
     assert_valid(y, masks)
     if k is not None:
         assert [int((masks[0] & (y == c)).sum()) for c in range(len(counts))] == [k] * len(counts)
+
+
+def test_every_class_gets_a_training_node_even_when_rounding_gives_none():
+    y = torch.arange(10)  # ten classes of one node: round(0.4 * 1) = 0
+    train, val, test = node_split_masks(y, (0.4, 0.3, 0.3), seed=0)
+    assert train.all() and not val.any() and not test.any()
+    pairs = torch.tensor([0, 0, 1, 1, 2, 2])  # round(0.2 * 2) = 0
+    train, _, _ = node_split_masks(pairs, (0.2, 0.4, 0.4), seed=0)
+    assert sorted(pairs[train].tolist()) == [0, 1, 2]

@@ -154,6 +154,9 @@ def test_masks_of_the_wrong_shape_are_refused_by_name():
         train_node_model(data, {"train": train, "val": val[:-1], "test": test}, progress=False)
     with pytest.raises(GraphInputError, match="masks must have the keys"):
         train_node_model(data, {"train": train, "test": test}, progress=False)
+    nothing = torch.zeros_like(train)
+    with pytest.raises(GraphInputError, match=r"masks\['train'\] selects no node"):
+        train_node_model(data, {"train": nothing, "val": val, "test": test}, progress=False)
 
 
 def test_an_empty_graph_is_refused_by_name():

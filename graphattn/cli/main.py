@@ -486,12 +486,17 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
-    from graphattn.datasets.files import DatasetUnavailableError
+    from graphattn.datasets.files import DatasetChecksumError, DatasetUnavailableError
     from graphattn.errors import GraphInputError
 
     try:
         return COMMANDS[args.command](args)
-    except (DatasetUnavailableError, GraphInputError, FileNotFoundError) as err:
+    except (
+        DatasetUnavailableError,
+        DatasetChecksumError,
+        GraphInputError,
+        FileNotFoundError,
+    ) as err:
         print(f"graphattn {args.command}: error: {err}", file=sys.stderr)
         return 2
 

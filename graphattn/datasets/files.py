@@ -16,6 +16,7 @@ file to put where.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import io
 import os
 import shutil
@@ -130,23 +131,42 @@ def _verify(path: Path, expected: str) -> Path:
     return path
 
 
+# What a failed download can raise: network and HTTP errors (a body cut short among
+# them), a body that is not the expected zip, a zip without the expected member.
+_DOWNLOAD_ERRORS = (OSError, http.client.HTTPException, zipfile.BadZipFile, KeyError)
+
+
 def _download(card: DatasetCard, target_dir: Path, timeout: float) -> None:
+    """Fetch the card's files into ``target_dir``; each is checked before it is written,
+    so a wrong download never lands in the cache."""
     with urllib.request.urlopen(card.url, timeout=timeout) as response:  # noqa: S310
         payload = response.read()
-    target_dir.mkdir(parents=True, exist_ok=True)
     if card.archive_member:
         with zipfile.ZipFile(io.BytesIO(payload)) as archive:
-            for filename, member in card.archive_member.items():
-                _atomic_write(target_dir / filename, archive.read(member))
+            files = {name: archive.read(member) for name, member in card.archive_member.items()}
     else:
         (filename,) = card.files
-        _atomic_write(target_dir / filename, payload)
+        files = {filename: payload}
+    for filename, data in files.items():
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != card.files[filename]:
+            raise DatasetChecksumError(
+                f"{filename} downloaded from {card.url} has sha256 {actual}, not the "
+                f"expected {card.files[filename]}; nothing was written to {target_dir}"
+            )
+    target_dir.mkdir(parents=True, exist_ok=True)
+    for filename, data in files.items():
+        _atomic_write(target_dir / filename, data)
 
 
 def _atomic_write(path: Path, payload: bytes) -> None:
     with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
         tmp.write(payload)
-    shutil.move(tmp.name, path)
+    try:
+        shutil.move(tmp.name, path)
+    except BaseException:
+        Path(tmp.name).unlink(missing_ok=True)
+        raise
 
 
 def resolve_file(
@@ -185,8 +205,8 @@ def resolve_file(
     if download:
         try:
             _download(card, cached.parent, timeout)
-        except OSError as err:
-            reason = f"download from {card.url} failed ({err})"
+        except _DOWNLOAD_ERRORS as err:
+            reason = f"download from {card.url} failed ({type(err).__name__}: {err})"
         else:
             return _verify(cached, expected)
     else:

@@ -12,6 +12,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from graphattn.errors import GraphInputError
+
 __all__ = ["CHECKPOINT_NAME", "load_checkpoint", "save_checkpoint"]
 
 CHECKPOINT_NAME = "model.pt"
@@ -44,4 +46,22 @@ def load_checkpoint(run_dir_or_file: str | Path) -> dict[str, Any]:
         path = path / CHECKPOINT_NAME
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}: pass a run folder made by train")
-    return torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # truncated, corrupt, or not a weights-only torch file
+        raise GraphInputError(
+            f"{path}: not a readable graphattn checkpoint ({type(err).__name__}: "
+            f"{str(err).splitlines()[0] if str(err) else 'no details'})"
+        ) from err
+    _check_payload(path, payload)
+    return payload
+
+
+def _check_payload(path: Path, payload: Any) -> None:
+    if not isinstance(payload, dict) or "state_dict" not in payload or "kind" not in payload:
+        raise GraphInputError(f"{path}: not a graphattn checkpoint (no 'kind'/'state_dict')")
+    version = payload.get("format_version")
+    if version != FORMAT_VERSION:
+        raise GraphInputError(
+            f"{path}: checkpoint format {version!r}, this graphattn reads format {FORMAT_VERSION}"
+        )

@@ -127,6 +127,8 @@ def _mask_dict(masks, num_nodes: int) -> dict[str, torch.Tensor]:
                 f"masks[{part!r}] must be a bool tensor of shape [{num_nodes}], got "
                 f"{mask.dtype} {list(mask.shape)}"
             )
+    if not bool(masks["train"].any()):
+        raise GraphInputError("masks['train'] selects no node: there is nothing to train on")
     return {part: masks[part] for part in PARTS}
 
 
