@@ -367,3 +367,16 @@ def test_atom_contributions_are_finite_where_rdkit_has_no_value() -> None:
     assert float(explicit.x[:, logp].sum()) == pytest.approx(
         float(featurizer("CO").x[:, logp].sum()), abs=1e-5
     )
+
+
+@pytest.mark.parametrize("add_hs", [False, True])
+def test_a_molecule_with_explicit_hydrogens_featurizes_like_its_smiles(add_hs: bool) -> None:
+    featurizer = MoleculeFeaturizer(add_hs=add_hs, descriptors=True, contributions=True)
+    for smiles in ("CCO", "c1ccccc1O", "[NH4+]", "N[C@@H](C)C(=O)O", "[H][H]"):
+        from_smiles, from_mol = (
+            featurizer(smiles),
+            featurizer(Chem.AddHs(Chem.MolFromSmiles(smiles))),
+        )
+        assert from_mol.smiles == from_smiles.smiles
+        for name in ("x", "edge_index", "edge_attr", "mol_x"):
+            assert torch.equal(getattr(from_mol, name), getattr(from_smiles, name)), (smiles, name)

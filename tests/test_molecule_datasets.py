@@ -144,14 +144,18 @@ def test_sdf_loader_reads_properties_and_skips_bad_records(tmp_path: Path) -> No
     text = Chem.MolToMolBlock(Chem.MolFromSmiles("CCO")) + "> <value>\n1.5\n\n$$$$\n"
     text += Chem.MolToMolBlock(pentavalent, kekulize=False) + "> <value>\n2.0\n\n$$$$\n"
     text += Chem.MolToMolBlock(Chem.MolFromSmiles("CCN")) + "$$$$\n"
+    text += Chem.MolToMolBlock(Chem.MolFromSmiles("CCCl")) + "> <value>\nhigh\n\n$$$$\n"
     dataset = MoleculeSDF(write(tmp_path, text, "mols.sdf"), target_cols="value")
-    assert dataset.num_rows_read == 3
+    assert dataset.num_rows_read == 4
     assert dataset.smiles == ["CCO", "CCN"]
     assert dataset.rows == [0, 2]
     assert dataset.targets[0, 0] == 1.5 and math.isnan(dataset.targets[1, 0])
-    assert [s.row for s in dataset.skipped] == [1]
+    assert [s.row for s in dataset.skipped] == [1, 3]
+    assert dataset.skipped[1].smiles == "CCCl"  # the record's SMILES, not its name
     if CAPTURES_LOG:  # RDKit's reason needs rdBase.CaptureErrorLog (RDKit >= 2025.09)
-        assert "valence" in dataset.skipped[0].reason.lower()
+        reason = dataset.skipped[0].reason
+        assert "valence" in reason.lower() and "ERROR" not in reason
+        assert reason.lower().count("explicit valence") == 1
 
 
 def test_sdf_targets_align_with_molecules() -> None:

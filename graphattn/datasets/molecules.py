@@ -209,10 +209,10 @@ class MoleculeDataset(Dataset):
 
 
 def _as_text(molecule: str | Chem.Mol) -> str:
-    """A molecule as text for a skip report: the SMILES itself or the molecule's name."""
+    """A molecule as text for a skip report: the SMILES as given, or a molecule's SMILES."""
     if isinstance(molecule, str):
         return molecule
-    return molecule.GetProp("_Name") if molecule.HasProp("_Name") else ""
+    return Chem.MolToSmiles(molecule)
 
 
 def parse_target(text: str | None, column: str) -> float:

@@ -13,9 +13,13 @@ divided by a fixed scale so that typical values are of order one:
   hydrogens (scale 0.5);
 - ``estate``: electrotopological state index (Kier-Hall; scale 5).
 
-Values RDKit cannot compute (Gasteiger charges of metals such as tin, for example)
-become 0. They are off by default: on ESOL and FreeSolv, where the model already gets
-RDKit's whole-molecule descriptors, they gave no measured gain (README, "Molecules").
+Values RDKit cannot compute become 0. Note that one atom without Gasteiger parameters
+(a metal such as tin, platinum or mercury) makes RDKit's Gasteiger charges NaN for its
+whole connected fragment, so every atom of that fragment gets charge 0 (and so do the
+partial-charge descriptors of ``mol_x``).
+
+They are off by default: on ESOL and FreeSolv, where the model already gets RDKit's
+whole-molecule descriptors, they gave no measured gain (README, "Molecules").
 """
 
 from __future__ import annotations

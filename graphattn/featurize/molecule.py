@@ -73,6 +73,7 @@ def rdkit_log_lines(messages: str, echo: str | None = None) -> list[str]:
     """
     lines = [_LOG_PREFIX.sub("", line).strip() for line in messages.splitlines()]
     lines = [line.removeprefix("SMILES Parse Error: ").rstrip(":") for line in lines]
+    lines = [line.removeprefix("ERROR: ") for line in lines]  # the SD reader's repeats
     if echo is not None:
         lines = [_drop_echo(line, echo) for line in lines]
     lines = [line for line in lines if line.strip("^~ ") and line != echo]
@@ -361,7 +362,8 @@ class MoleculeFeaturizer:
         """Featurize one molecule.
 
         Args:
-            smiles_or_mol (str or rdkit.Chem.Mol): a SMILES string or a sanitised molecule.
+            smiles_or_mol (str or rdkit.Chem.Mol): a SMILES string or a sanitised molecule
+                (explicit hydrogens are made implicit first, as a SMILES is parsed).
 
         Returns:
             torch_geometric.data.Data: with ``x`` float32 ``[num_atoms, atom_dim]``,
@@ -376,9 +378,12 @@ class MoleculeFeaturizer:
             TypeError: neither a string nor an RDKit molecule.
         """
         if isinstance(smiles_or_mol, Chem.Mol):
-            mol = smiles_or_mol
-            if mol.GetNumAtoms() == 0:
+            if smiles_or_mol.GetNumAtoms() == 0:
                 raise InvalidSmilesError("", "the molecule has no atoms")
+            # explicit hydrogens become implicit, as in a parsed SMILES: the same
+            # molecule gives the same graph, SMILES and descriptors either way
+            with rdBase.BlockLogs():  # RDKit notes the hydrogens it keeps (e.g. H2)
+                mol = Chem.RemoveHs(smiles_or_mol)
         else:
             mol = parse_smiles(smiles_or_mol)
         canonical = Chem.MolToSmiles(mol)
