@@ -23,38 +23,34 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
+_CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def _git(root: Path, *args: str) -> str | None:
+    """``git ARGS`` run in ``root``: its output, or None when git cannot answer."""
+    try:
+        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
 def git_commit() -> str | None:
     """The commit of the graphattn checkout: ``$GRAPHATTN_COMMIT`` if set (for copies of a
     working tree whose git metadata is missing or stale), else ``git rev-parse HEAD``
     (``None`` outside a git checkout)."""
     if os.environ.get("GRAPHATTN_COMMIT"):
         return os.environ["GRAPHATTN_COMMIT"]
-    root = Path(__file__).resolve().parents[2]
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
+    return (_git(_CHECKOUT, "rev-parse", "HEAD") or "").strip() or None
 
 
 def git_uncommitted_changes(root: str | Path | None = None) -> bool | None:
     """Whether the ``graphattn/`` or ``benchmarks/`` code of the checkout at ``root``
     (default: this package's) differs from its commit (``git status``; ``None`` when git
     cannot tell): a result measured on such code did not run :func:`git_commit`'s code."""
-    root = Path(__file__).resolve().parents[2] if root is None else Path(root)
-    try:
-        out = subprocess.run(
-            ["git", "status", "--porcelain", "--", "graphattn", "benchmarks/*.py"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return bool(out.stdout.strip()) if out.returncode == 0 else None
+    root = _CHECKOUT if root is None else Path(root)
+    status = _git(root, "status", "--porcelain", "--", "graphattn", "benchmarks/*.py")
+    return None if status is None else bool(status.strip())
 
 
 def _usable_cores() -> int | None:

@@ -353,9 +353,11 @@ def _fresh_name(name: str, taken: set[str]) -> str:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from scipy.special import expit
-
-    from graphattn.train.molecules import load_molecule_checkpoint, predict_molecules
+    from graphattn.train.molecules import (
+        load_molecule_checkpoint,
+        predict_molecules,
+        prediction_columns,
+    )
 
     checkpoint = load_molecule_checkpoint(args.model)
     targets = checkpoint["target_cols"]
@@ -363,10 +365,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     smiles, problems = _smiles_of_rows(args.csv, header, rows, args.smiles_col)
     preds, errors = predict_molecules(args.model, smiles, device=args.device)
     errors = [problem or error for problem, error in zip(problems, errors, strict=True)]
-    wanted = [f"pred_{t}" for t in targets]
-    if checkpoint["task"] == "classification":  # pred_ holds logits; add probabilities
-        wanted += [f"prob_{t}" for t in targets]
-        preds = np.concatenate([preds, expit(preds)], axis=1)
+    wanted, preds = prediction_columns(checkpoint["task"], targets, preds)
     taken = set(header)
     added = [_fresh_name(name, taken) for name in [*wanted, "error"]]
     renamed = [name for name in added if name not in {*wanted, "error"}]
@@ -414,12 +413,15 @@ def _labels(
     from graphattn.datasets.molecules import parse_target
 
     labels = np.full((len(rows), len(targets)), np.nan)
+    cells = [
+        (targets.index(target), header.index(column), column) for target, column in chosen.items()
+    ]
     bad = []
     for i, fields in enumerate(rows):
-        for target, column in chosen.items():
-            text = fields[header.index(column)] if len(fields) == len(header) else ""
+        for slot, at, column in cells:
+            text = fields[at] if len(fields) == len(header) else ""
             try:
-                labels[i, targets.index(target)] = parse_target(text, column)
+                labels[i, slot] = parse_target(text, column)
             except ValueError as err:
                 bad.append({"row": i, "column": column, "value": text, "reason": str(err)})
     return labels, bad

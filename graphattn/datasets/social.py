@@ -55,7 +55,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from graphattn.datasets.files import resolve_file
-from graphattn.errors import GraphInputError
+from graphattn.errors import GraphInputError, not_utf8_error
 from graphattn.featurize.graph import (
     GraphReport,
     edges_from_pairs,
@@ -133,7 +133,7 @@ def _open_rows(path: Path, delimiter: str | None) -> tuple[list[tuple[int, list[
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as err:
-        raise GraphInputError(f"{path}: not UTF-8 text ({err})") from err
+        raise not_utf8_error(path, err) from err
     lines = text.splitlines()
     if delimiter is None:
         delimiter = _sniff_delimiter(lines)

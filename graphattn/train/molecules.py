@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import logging
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -51,6 +50,7 @@ __all__ = [
     "load_molecule_checkpoint",
     "load_molecule_model",
     "predict_molecules",
+    "prediction_columns",
     "train_molecule_model",
 ]
 
@@ -198,8 +198,9 @@ def _check_not_empty(dataset, run_dir: str | Path | None) -> None:
     )
 
 
-def _check_parts(parts: dict[str, list], target_cols: list[str], config) -> None:
-    """Refuse splits and targets the trainer cannot learn or select a model from."""
+def _part_targets(parts: dict[str, list], target_cols: list[str], config) -> dict:
+    """Each part's ``[n, T]`` targets, after refusing splits and targets the trainer
+    cannot learn or select a model from."""
     for name, part in parts.items():
         if not part:
             sizes = {k: len(v) for k, v in parts.items()}
@@ -208,38 +209,41 @@ def _check_parts(parts: dict[str, list], target_cols: list[str], config) -> None
                 f"{name} part empty ({sizes}); every part needs molecules: use more data, "
                 "other fractions or a random split"
             )
-    known = (~torch.isnan(torch.cat([d.y for d in parts["train"]]))).sum(0).tolist()
+    targets = {name: torch.cat([d.y for d in part]) for name, part in parts.items()}
+    known = (~torch.isnan(targets["train"])).sum(0).tolist()
     for column, count in zip(target_cols, known, strict=True):
         if count == 0:
             raise GraphInputError(
                 f"target column {column!r} has no values among the {len(parts['train'])} "
                 "training molecules"
             )
-    if bool(torch.isnan(torch.cat([d.y for d in parts["val"]])).all()):
+    if bool(torch.isnan(targets["val"]).all()):
         raise GraphInputError(
             f"none of the {len(parts['val'])} validation molecules has a target value "
             f"({', '.join(target_cols)}): nothing to choose the model on"
         )
     if config.task == "classification":
-        for part in parts.values():
-            for data in part:
-                _check_binary(data, target_cols)
+        for name, y in targets.items():
+            _check_binary(parts[name], y, target_cols)
+    return targets
 
 
-def _check_binary(data, target_cols: list[str]) -> None:
-    for column, value in zip(target_cols, data.y.view(-1).tolist(), strict=True):
-        if not math.isnan(value) and value not in (0.0, 1.0):
-            raise GraphInputError(
-                f"classification targets must be 0 or 1 (or empty): row "
-                f"{getattr(data, 'row', '?')} ({data.smiles}) has {column} = {value:g}"
-            )
+def _check_binary(part: list, y: torch.Tensor, target_cols: list[str]) -> None:
+    bad = ~torch.isnan(y) & (y != 0) & (y != 1)
+    if bool(bad.any()):
+        index, column = bad.nonzero()[0].tolist()
+        data = part[index]
+        raise GraphInputError(
+            f"classification targets must be 0 or 1 (or empty): row "
+            f"{getattr(data, 'row', '?')} ({data.smiles}) has {target_cols[column]} = "
+            f"{float(y[index, column]):g}"
+        )
 
 
-def _selection_metric(task: str, val_items: list) -> str:
+def _selection_metric(task: str, val_targets: torch.Tensor, num_val: int) -> str:
     """The validation metric that picks the best epoch: RMSE or ROC-AUC where the
     validation targets define it (two labelled molecules; both classes), else the loss."""
-    y = torch.cat([d.y for d in val_items]).numpy()
-    columns = [col[~np.isnan(col)] for col in y.T]
+    columns = [col[~np.isnan(col)] for col in val_targets.numpy().T]
     if task == "regression" and any(col.size >= 2 for col in columns):
         return "rmse"
     if task != "regression" and any(np.unique(col).size == 2 for col in columns):
@@ -248,7 +252,7 @@ def _selection_metric(task: str, val_items: list) -> str:
         "validation %s is undefined on the %d validation molecules (%s): the best epoch "
         "is chosen by validation loss instead",
         "RMSE" if task == "regression" else "ROC-AUC",
-        len(val_items),
+        num_val,
         "fewer than 2 labelled" if task == "regression" else "one class only per target",
     )
     return "loss"
@@ -285,8 +289,8 @@ def train_molecule_model(
     split = _make_split(dataset, config)
     items = [dataset[i] for i in range(len(dataset))]
     parts = {name: [items[i] for i in idx] for name, idx in split.items()}
-    _check_parts(parts, list(dataset.target_cols), config)
-    targets = torch.cat([d.y for d in parts["train"]])
+    part_targets = _part_targets(parts, list(dataset.target_cols), config)
+    targets = part_targets["train"]
     task = config.task
     scaler = (
         TargetScaler.fit(targets)
@@ -313,7 +317,7 @@ def train_molecule_model(
     eval_loaders = {
         name: DataLoader(parts[name], batch_size=256) for name in ("train", "val", "test")
     }
-    metric = _selection_metric(task, parts["val"])
+    metric = _selection_metric(task, part_targets["val"], len(parts["val"]))
     train_descriptors = (
         torch.cat([d.mol_x for d in parts["train"]]) if model_config.mol_dim else None
     )
@@ -471,10 +475,7 @@ def _write_run(
     dataset.write_skipped(run_dir / "skipped.csv")
     plot_learning_curve(history, metric, run_dir / "learning_curve.png")
     cols = list(dataset.target_cols)
-    names = [f"pred_{c}" for c in cols]
-    if metrics["task"] == "classification":  # pred_ holds logits; add probabilities
-        names += [f"prob_{c}" for c in cols]
-        test_pred = np.concatenate([test_pred, expit(test_pred)], axis=1)
+    names, test_pred = prediction_columns(metrics["task"], cols, test_pred)
     with open(run_dir / "predictions.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["row", "smiles", *cols, *names])
@@ -482,6 +483,17 @@ def _write_run(
             writer.writerow(
                 [int(data.row), data.smiles, *data.y.view(-1).tolist(), *np.round(pred, 6).tolist()]
             )
+
+
+def prediction_columns(
+    task: str, target_cols: list[str], preds: np.ndarray
+) -> tuple[list[str], np.ndarray]:
+    """Output columns of ``[n, T]`` predictions: ``pred_<target>`` (values, or logits for
+    classification) and, for classification, ``prob_<target>`` (their sigmoid)."""
+    names = [f"pred_{c}" for c in target_cols]
+    if task != "classification":
+        return names, preds
+    return names + [f"prob_{c}" for c in target_cols], np.concatenate([preds, expit(preds)], 1)
 
 
 def load_molecule_checkpoint(run_dir: str | Path) -> dict:
