@@ -56,7 +56,11 @@ from graphattn.datasets.molecules import dataset_featurizer, load_molecule_datas
 from graphattn.splits.molecules import random_split
 from graphattn.train.loop import seed_everything
 from graphattn.train.metrics import regression_metrics
-from graphattn.train.molecules import DATASET_DEFAULTS, MoleculeTrainConfig, train_molecule_model
+from graphattn.train.molecules import (
+    MoleculeTrainConfig,
+    dataset_train_settings,
+    train_molecule_model,
+)
 
 log = logging.getLogger("benchmarks.molecule_targets")
 
@@ -124,11 +128,16 @@ def is_variant(args: argparse.Namespace) -> bool:
 
 
 def graphattn_config(
-    name: str, seed: int, smoke: bool, model: dict | None = None, train: dict | None = None
+    name: str,
+    seed: int,
+    smoke: bool,
+    model: dict | None = None,
+    train: dict | None = None,
+    contributions: bool = False,
 ) -> MoleculeTrainConfig:
     """``graphattn train --dataset NAME --seed SEED``'s configuration (2 epochs in smoke),
     with the ``model`` and ``train`` overrides of a variant."""
-    settings = {**DATASET_DEFAULTS.get(name, {}), **(train or {})}
+    settings = {**dataset_train_settings(name, model, contributions), **(train or {})}
     settings["model"] = {**settings.get("model", {}), **(model or {})}
     if smoke:
         settings["epochs"] = SMOKE_EPOCHS
@@ -137,7 +146,14 @@ def graphattn_config(
 
 def run_graphattn(dataset, name: str, seed: int, args: argparse.Namespace) -> dict:
     """Train graphattn (defaults, or the variant of ``args``); the record of one run."""
-    config = graphattn_config(name, seed, args.smoke, args.model_overrides, args.train_overrides)
+    config = graphattn_config(
+        name,
+        seed,
+        args.smoke,
+        args.model_overrides,
+        args.train_overrides,
+        args.atom_contributions,
+    )
     metrics = train_molecule_model(dataset, config, dataset_name=name, progress=False)
     keys = ("test", "val", "train_seconds", "epochs_run", "best_epoch", "num_molecules", "config")
     return {key: metrics[key] for key in keys}

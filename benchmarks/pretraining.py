@@ -1,11 +1,18 @@
-"""Does pretraining the graph encoder on computed descriptors help small data sets?
+"""Does pretraining the graph encoder on computed labels help small data sets?
 
 1. Corpus: the ~15,000 molecules that ship with RDKit (``Data/NCI/first_5K.smi`` and
    ``Data/Pains/test_data/wehi_mols.csv``); no labels from any benchmark.
-2. Pretraining: ``graphattn train`` on that corpus, the targets being RDKit's
-   whole-molecule descriptors (signed log1p, as :mod:`graphattn.featurize.descriptors`
-   computes them; columns that are constant over the corpus dropped). The model sees
-   the graph only (no descriptor inputs), so it has to learn them from structure.
+2. Pretraining: ``graphattn train`` on that corpus. The model sees the graph only (no
+   descriptor inputs), so it has to learn the targets from structure. ``--targets``:
+
+   - ``descriptors``: RDKit's whole-molecule descriptors (signed log1p, as
+     :mod:`graphattn.featurize.descriptors` computes them; columns that are constant
+     over the corpus dropped), 30 epochs;
+   - ``xtb``: the GFN2-xTB hydration energy (:mod:`graphattn.pretrained.xtb`; needs
+     ``tblite``, about 20 minutes on 2 cores, or ``--xtb-labels`` from an earlier run)
+     of the molecules with one fragment, no net charge and at most 40 heavy atoms,
+     60 epochs. This run made the shipped ``xtb-hydration`` encoder that the FreeSolv
+     default starts from (``graphattn/pretrained/``).
 3. Fine-tuning: for each data set and seed, the data set's ``graphattn train``
    defaults trained from scratch and from the pretrained encoder
    (``MoleculeTrainConfig(init_from=...)``), on the same random split.
@@ -15,13 +22,19 @@ Writes ``pretraining.json`` / ``pretraining.md`` and the pretrained run folder.
 Usage::
 
     python benchmarks/pretraining.py --data-dir ../shared/datasets --threads 1 --seeds 0 1 2 3 4 5
+    python benchmarks/pretraining.py --targets xtb --data-dir ../shared/datasets \\
+        --seeds 0 1 2 3 4 5 --xtb-labels "$RESULTS/pretraining_xtb/corpus.csv.gz"
+
+(``RESULTS=benchmarks/results/targets/freesolv``; leave ``--xtb-labels`` out to recompute.)
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import logging
+import multiprocessing
 import os
 import sys
 from pathlib import Path
@@ -44,6 +57,7 @@ from rdkit import RDConfig
 from graphattn.datasets.molecules import MoleculeCSV, dataset_featurizer, load_molecule_dataset
 from graphattn.featurize.descriptors import DESCRIPTOR_NAMES, molecule_descriptors
 from graphattn.featurize.molecule import InvalidSmilesError, MoleculeFeaturizer, parse_smiles
+from graphattn.pretrained.xtb import corpus_molecule_ok, xtb_hydration_energy
 from graphattn.train.molecules import (
     DATASET_DEFAULTS,
     MoleculeTrainConfig,
@@ -53,8 +67,11 @@ from graphattn.train.molecules import (
 log = logging.getLogger("benchmarks")
 
 CORPUS_FILES = ("NCI/first_5K.smi", "Pains/test_data/wehi_mols.csv")
-PRETRAIN = {"epochs": 30, "batch_size": 64, "warmup_epochs": 2, "fractions": (0.9, 0.05, 0.05)}
+PRETRAIN = {"batch_size": 64, "warmup_epochs": 2, "fractions": (0.9, 0.05, 0.05)}
+PRETRAIN_EPOCHS = {"descriptors": 30, "xtb": 60}
+XTB_COLUMN = "xtb_hydration"
 SMOKE_MOLECULES, SMOKE_EPOCHS = 150, 2
+SMOKE_XTB_MOLECULES = 40  # xTB labels cost ~0.1 s each
 
 
 def corpus_smiles(limit: int | None) -> list[str]:
@@ -88,11 +105,65 @@ def write_corpus(path: Path, smiles: list[str]) -> dict:
     return {"molecules": len(kept_smiles), "unparsable": unparsable, "targets": columns}
 
 
+def _xtb_label(smiles: str) -> float | None:
+    try:
+        value = xtb_hydration_energy(parse_smiles(smiles))
+    except ValueError:  # no 3D embedding
+        return None
+    return value if abs(value) < 200 else None  # xTB failures give absurd energies
+
+
+def read_xtb_labels(path: Path) -> dict[str, float]:
+    """SMILES -> label from an earlier run's ``corpus.csv`` (plain or gzipped)."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", newline="") as handle:
+        return {row["smiles"]: float(row[XTB_COLUMN]) for row in csv.DictReader(handle)}
+
+
+def write_xtb_corpus(path: Path, smiles: list[str], labels_file: Path | None, workers: int) -> dict:
+    """``smiles`` + xTB hydration energy of the FreeSolv-like corpus molecules."""
+    kept, unparsable, unlike = [], 0, 0
+    for s in smiles:
+        try:
+            mol = parse_smiles(s)
+        except InvalidSmilesError:
+            unparsable += 1
+            continue
+        if corpus_molecule_ok(mol):
+            kept.append(s)
+        else:
+            unlike += 1
+    if labels_file is not None:
+        known = read_xtb_labels(labels_file)
+        labels = [known.get(s) for s in kept]
+    else:
+        with multiprocessing.get_context("spawn").Pool(workers) as pool:
+            labels = pool.map(_xtb_label, kept, chunksize=8)
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["smiles", XTB_COLUMN])
+        pairs = zip(kept, labels, strict=True)
+        writer.writerows([s, f"{v:.4f}"] for s, v in pairs if v is not None)
+    failed = sum(v is None for v in labels)
+    return {
+        "molecules": len(kept) - failed,
+        "unparsable": unparsable,
+        "not_freesolv_like": unlike,
+        "xtb_failed": failed,
+        "targets": [XTB_COLUMN],
+    }
+
+
 def pretrain(args: argparse.Namespace, dataset_name: str) -> dict:
-    """Write the corpus, train on its descriptors; the record (run folder, sizes, time)."""
-    corpus = write_corpus(
-        args.out / "corpus.csv", corpus_smiles(SMOKE_MOLECULES if args.smoke else None)
-    )
+    """Write the corpus, train on its labels; the record (run folder, sizes, time)."""
+    if args.smoke:
+        smiles = corpus_smiles(SMOKE_XTB_MOLECULES if args.targets == "xtb" else SMOKE_MOLECULES)
+    else:
+        smiles = corpus_smiles(None)
+    if args.targets == "xtb":
+        corpus = write_xtb_corpus(args.out / "corpus.csv", smiles, args.xtb_labels, args.workers)
+    else:
+        corpus = write_corpus(args.out / "corpus.csv", smiles)
     # the fine-tuned data set's atom and bond features, without descriptor inputs
     settings = {**dataset_featurizer(dataset_name).to_dict(), "descriptors": False}
     dataset = MoleculeCSV(
@@ -100,19 +171,22 @@ def pretrain(args: argparse.Namespace, dataset_name: str) -> dict:
         target_cols=corpus["targets"],
         featurizer=MoleculeFeaturizer.from_dict(settings),
     )
-    epochs = SMOKE_EPOCHS if args.smoke else args.pretrain_epochs
+    epochs = SMOKE_EPOCHS if args.smoke else args.pretrain_epochs or PRETRAIN_EPOCHS[args.targets]
     config = MoleculeTrainConfig(**{**PRETRAIN, "epochs": epochs, "seed": args.pretrain_seed})
     run_dir = args.out / "pretrained"
     metrics = train_molecule_model(
-        dataset, config, run_dir=run_dir, dataset_name="rdkit-descriptors", progress=False
+        dataset, config, run_dir=run_dir, dataset_name=f"rdkit-{args.targets}", progress=False
     )
     log.info("pretrained on %d molecules, %.0f s", len(dataset), metrics["train_seconds"])
     return {
         "run_dir": str(run_dir),
+        "targets": args.targets,
         "corpus_files": list(CORPUS_FILES),
         "seed": args.pretrain_seed,
         "molecules": len(dataset),
         "skipped": corpus["unparsable"] + len(dataset.skipped),
+        "not_freesolv_like": corpus.get("not_freesolv_like", 0),
+        "xtb_failed": corpus.get("xtb_failed", 0),
         "num_targets": len(corpus["targets"]),
         "train_seconds": metrics["train_seconds"],
         "epochs_run": metrics["epochs_run"],
@@ -152,6 +226,13 @@ def fine_tune(args: argparse.Namespace, name: str, init_from: str, payload: dict
 
 def render_markdown(payload: dict) -> str:
     pre = payload["pretraining"]
+    if pre.get("targets", "descriptors") == "xtb":
+        title, what = "xTB", "the xTB hydration energy"
+        excluded = (
+            f"; {pre['not_freesolv_like']} not FreeSolv-like, xTB failed on {pre['xtb_failed']}"
+        )
+    else:
+        title, what, excluded = "Descriptor", f"{pre['num_targets']} descriptors", ""
     seeds = sorted({r["seed"] for r in payload["runs"]})
     rows = []
     for s in payload["summary"]:
@@ -171,10 +252,10 @@ def render_markdown(payload: dict) -> str:
         )
     return "\n\n".join(
         [
-            "# Descriptor pretraining, then fine-tuning (random 80/10/10 splits)",
+            f"# {title} pretraining, then fine-tuning (random 80/10/10 splits)",
             machine_line(payload["machine"], payload["settings"]["smoke"]),
             f"Pretrained on {pre['molecules']:,} RDKit-shipped molecules "
-            f"({pre['skipped']} skipped) to predict {pre['num_targets']} descriptors: "
+            f"({pre['skipped']} skipped{excluded}) to predict {what}: "
             f"{pre['epochs_run']} epochs, {pre['train_seconds']:.0f} s, "
             f"seed {pre.get('seed', 0)}.",
             markdown_table(
@@ -195,7 +276,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_args(parser, seeds=(0, 1, 2))
     parser.add_argument("--datasets", nargs="+", default=["freesolv"], choices=("esol", "freesolv"))
-    parser.add_argument("--pretrain-epochs", type=int, default=PRETRAIN["epochs"])
+    parser.add_argument("--targets", choices=("descriptors", "xtb"), default="descriptors")
+    parser.add_argument(
+        "--pretrain-epochs", type=int, help="default: 30 for descriptors, 60 for xtb"
+    )
+    parser.add_argument(
+        "--xtb-labels", type=Path, help="corpus.csv(.gz) of an earlier xtb run: no recomputing"
+    )
+    parser.add_argument("--workers", type=int, default=2, help="processes computing xTB labels")
     parser.add_argument(
         "--pretrain-seed", type=int, default=0, help="seed of the pretraining split and weights"
     )

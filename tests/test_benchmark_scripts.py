@@ -67,6 +67,38 @@ def test_pretraining_compares_scratch_and_pretrained_starts_on_the_same_split(da
     assert "| freesolv | pretrained |" in (tmp_path / "pretraining.md").read_text()
 
 
+def test_xtb_pretraining_labels_freesolv_like_molecules(data_dir, tmp_path):
+    pytest.importorskip("tblite")
+    payload = run_smoke("pretraining", data_dir, tmp_path, "--targets", "xtb")
+    pre = payload["pretraining"]
+    assert payload["complete"] and pre["targets"] == "xtb" and pre["num_targets"] == 1
+    assert pre["not_freesolv_like"] > 0 and pre["molecules"] > 20
+    labels = (tmp_path / "corpus.csv").read_text()
+    assert labels.startswith("smiles,xtb_hydration\n")
+    assert labels.count("\n") == pre["molecules"] + 1
+    assert "# xTB pretraining" in (tmp_path / "pretraining.md").read_text()
+
+
+def test_xtb_labels_of_an_earlier_run_are_reused_and_missing_ones_dropped(tmp_path, monkeypatch):
+    pretraining = import_script("pretraining", monkeypatch)
+    earlier = tmp_path / "earlier.csv"
+    earlier.write_text("smiles,xtb_hydration\nCCO,-4.1\nC,0.2\n")
+    smiles = ["CCO", "C", "CCN", "CC(=O)[O-]", "not a smiles"]
+    counts = pretraining.write_xtb_corpus(tmp_path / "corpus.csv", smiles, earlier, workers=1)
+    assert (tmp_path / "corpus.csv").read_text().splitlines() == [
+        "smiles,xtb_hydration",
+        "CCO,-4.1000",
+        "C,0.2000",
+    ]
+    assert counts == {
+        "molecules": 2,
+        "unparsable": 1,
+        "not_freesolv_like": 1,
+        "xtb_failed": 1,  # CCN: no label there
+        "targets": ["xtb_hydration"],
+    }
+
+
 def test_auto_choice_times_every_mode_of_each_size_in_one_process(data_dir, tmp_path):
     payload = run_smoke("auto_choice", data_dir, tmp_path)
     groups = [c["group"] for c in payload["comparisons"]]

@@ -124,3 +124,110 @@ def test_cli_init_from(source_run, tmp_path):
     assert metrics["config"]["model"]["hidden"] == TINY["hidden"]
     with pytest.raises(SystemExit, match="molecule training only"):
         main(["train", "--dataset", "karate", "--init-from", str(out), "--out", str(tmp_path)])
+
+
+# ----------------------------------------------------------- the shipped xtb-hydration encoder
+
+
+def test_the_shipped_encoder_fits_freesolv_and_is_its_default():
+    from graphattn.datasets.molecules import dataset_featurizer
+    from graphattn.pretrained import pretrained_encoder_path
+    from graphattn.train.molecules import DATASET_DEFAULTS
+
+    assert DATASET_DEFAULTS["freesolv"]["init_from"] == "xtb-hydration"
+    encoder = load_pretrained_encoder("xtb-hydration")
+    assert encoder.source == "xtb-hydration"  # errors name it as the user did
+    assert encoder.architecture["layers"] == 3 and encoder.architecture["hidden"] == 64
+    encoder.check_featurizer(dataset_featurizer("freesolv").to_dict())  # raises if not
+    checkpoint = load_checkpoint(pretrained_encoder_path("xtb-hydration"))
+    assert checkpoint["target_cols"] == ["xtb_hydration"]
+
+
+def test_a_damaged_or_unknown_shipped_encoder_is_named(monkeypatch):
+    import graphattn.pretrained as pretrained
+
+    with pytest.raises(KeyError, match="no shipped encoder named 'nope'; shipped: xtb-hydration"):
+        pretrained.pretrained_encoder_path("nope")
+    monkeypatch.setitem(pretrained.PRETRAINED_ENCODERS, "xtb-hydration", ("xtb_hydration.pt", "0"))
+    with pytest.raises(ValueError, match="expected 0: reinstall graphattn"):
+        load_pretrained_encoder("xtb-hydration")
+
+
+def test_freesolv_defaults_start_from_the_shipped_encoder(tmp_path):
+    from graphattn.datasets.molecules import dataset_featurizer
+    from graphattn.pretrained import pretrained_encoder_path
+    from graphattn.train.molecules import dataset_train_settings
+
+    dataset = MoleculeCSV(
+        write_csv(tmp_path / "f.csv", "y", 0.5),
+        target_cols=["y"],
+        featurizer=dataset_featurizer("freesolv"),
+    )
+    settings = {**dataset_train_settings("freesolv"), "epochs": 1, "lr": 0.0, "ensemble": 1}
+    metrics = train_molecule_model(dataset, MoleculeTrainConfig(**settings), progress=False)
+    shipped = encoder_tensors(
+        load_checkpoint(pretrained_encoder_path("xtb-hydration"))["state_dict"]
+    )
+    tuned = metrics["model"].state_dict()
+    assert set(encoder_tensors(tuned)) == set(shipped)
+    for key, value in shipped.items():
+        assert torch.equal(tuned[key], value), key
+
+
+def test_changing_the_encoder_drops_the_default_encoder_with_a_warning(caplog):
+    from graphattn.train.molecules import dataset_train_settings
+
+    assert dataset_train_settings("freesolv", {"readout": ["sum"]})["init_from"] == "xtb-hydration"
+    with caplog.at_level("WARNING"):
+        assert dataset_train_settings("freesolv", {"layers": 4})["init_from"] is None
+    assert "layers differ from the pretrained 'xtb-hydration' encoder of freesolv" in caplog.text
+    assert dataset_train_settings("freesolv", contributions=True)["init_from"] is None
+    assert "init_from" not in dataset_train_settings("esol", {"layers": 4})
+
+
+def test_cli_freesolv_uses_the_shipped_encoder_unless_told_otherwise(data_dir, tmp_path):
+    base = ["train", "--dataset", "freesolv", "--data-dir", str(data_dir), "--epochs", "1"]
+    base += ["--ensemble", "1", "--no-progress"]
+    runs = {
+        "default": [],
+        "none": ["--init-from", "none"],
+        "layers": ["--layers", "2"],
+    }
+    found = {}
+    for name, extra in runs.items():
+        assert main([*base, *extra, "--out", str(tmp_path / name)]) == 0
+        found[name] = json.loads((tmp_path / name / "metrics.json").read_text())["config"]
+    assert found["default"]["init_from"] == "xtb-hydration"
+    assert found["none"]["init_from"] is None
+    assert found["layers"]["init_from"] is None and found["layers"]["model"]["layers"] == 2
+
+
+# ------------------------------------------------------------------ its labels (GFN2-xTB)
+
+
+def test_corpus_molecules_are_like_freesolv_ones():
+    from rdkit import Chem
+
+    from graphattn.pretrained.xtb import corpus_molecule_ok
+
+    def ok(smiles: str) -> bool:
+        return corpus_molecule_ok(Chem.MolFromSmiles(smiles))
+
+    assert ok("CCO") and ok("C[N+](=O)[O-]")  # nitro: charged atoms, no net charge
+    assert not ok("CC(=O)[O-]") and not ok("CCO.O") and not ok("C" * 41)
+    assert ok("C" * 40)
+
+
+def test_xtb_hydration_energies_order_polar_before_apolar():
+    pytest.importorskip("tblite")
+    from rdkit import Chem
+
+    from graphattn.pretrained.xtb import xtb_hydration_energy
+
+    methane, ethanol, acetamide = (
+        xtb_hydration_energy(Chem.MolFromSmiles(s)) for s in ("C", "CCO", "CC(N)=O")
+    )
+    # experiment (FreeSolv): 2.00, -5.00, -9.71 kcal/mol; xTB: about 0.2, -4.1, ...
+    assert -1 < methane < 1.5
+    assert -7 < ethanol < -2
+    assert acetamide < ethanol < methane

@@ -125,7 +125,9 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         type=Path,
         metavar="RUN_DIR",
         help="molecules: start from this run's atom/bond encoders and attention layers "
-        "(transfer learning; same featurizer needed); the head is trained from scratch",
+        "(transfer learning; same featurizer needed); the head is trained from scratch. "
+        "A shipped encoder's name also works (default: xtb-hydration for freesolv, which "
+        "--hidden/--layers/--heads/--atom-contributions turn off); 'none': from scratch",
     )
     p.add_argument("--hidden", type=int)
     p.add_argument("--layers", type=int)
@@ -229,8 +231,8 @@ def _train_molecules(args: argparse.Namespace) -> int:
     )
     from graphattn.featurize.molecule import MoleculeFeaturizer
     from graphattn.train.molecules import (
-        DATASET_DEFAULTS,
         MoleculeTrainConfig,
+        dataset_train_settings,
         train_molecule_model,
     )
 
@@ -255,19 +257,18 @@ def _train_molecules(args: argparse.Namespace) -> int:
             name, descriptors=not args.no_descriptors, contributions=args.atom_contributions
         )
         dataset = load_molecule_dataset(name, data_dir=args.data_dir, featurizer=featurizer)
-    settings = dict(DATASET_DEFAULTS.get(name, {}))
+    architecture = _overrides(args, ("hidden", "layers", "heads"))
+    settings = dataset_train_settings(name, architecture, args.atom_contributions)
     settings.update(_overrides(args, ("epochs", "batch_size", "lr", "patience", "ensemble")))
-    model = {
-        **settings.pop("model", {}),
-        "mode": args.mode,
-        **_overrides(args, ("hidden", "layers", "heads")),
-    }
+    if args.init_from is not None:
+        scratch = str(args.init_from).lower() == "none"
+        settings["init_from"] = None if scratch else str(args.init_from)
+    model = {**settings.pop("model", {}), "mode": args.mode, **architecture}
     config = MoleculeTrainConfig(
         seed=args.seed,
         split=args.split,
         task=args.task,
         model=model,
-        init_from=None if args.init_from is None else str(args.init_from),
         device=args.device,
         **settings,
     )

@@ -6,7 +6,9 @@ runs featurize atoms and bonds the same way; the head (and the descriptor scaler
 which belongs to the new training set) always starts fresh.
 
 Typical use: train on a large set with cheap or computed labels, then fine-tune on a
-small one (``graphattn train --dataset freesolv --init-from runs/pretrained``).
+small one (``graphattn train --dataset freesolv --init-from runs/pretrained``). Encoders
+that ship with graphattn (:mod:`graphattn.pretrained`) are named instead of a path:
+the FreeSolv default starts from ``xtb-hydration``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import torch
 from torch import nn
 
 from graphattn.errors import GraphInputError
+from graphattn.pretrained import PRETRAINED_ENCODERS, pretrained_encoder_path
 from graphattn.train.checkpoint import load_checkpoint
 
 __all__ = ["ENCODER_FIELDS", "PretrainedEncoder", "load_pretrained_encoder"]
@@ -107,13 +110,17 @@ class PretrainedEncoder:
 def load_pretrained_encoder(run_dir_or_file: str | Path) -> PretrainedEncoder:
     """Read the encoder of a molecule run (``graphattn train`` output); of an ensemble,
     its first model's (with a warning: the members are alike, averaging their weights
-    would not be).
+    would not be). A shipped encoder's name (``"xtb-hydration"``) stands for its file
+    unless a path of that name exists.
 
     Raises:
         FileNotFoundError: no checkpoint there.
         GraphInputError: not a molecule run.
     """
-    checkpoint = load_checkpoint(run_dir_or_file)
+    path = run_dir_or_file
+    if str(path) in PRETRAINED_ENCODERS and not Path(path).exists():
+        path = pretrained_encoder_path(str(path))
+    checkpoint = load_checkpoint(path)
     source = str(run_dir_or_file)
     if checkpoint.get("kind") != "molecule":
         raise GraphInputError(

@@ -1,0 +1,47 @@
+"""Graph encoders that ship with graphattn, for transfer learning (``init_from``).
+
+``xtb-hydration``: the FreeSolv default starts from it. The default FreeSolv
+architecture (3 x 64-wide transformer layers, bond features in attention, FreeSolv's
+atom and bond features, no descriptor inputs), trained for 60 epochs to predict the
+GFN2-xTB implicit-solvent hydration energy (ALPB water minus gas phase, one ETKDG +
+MMFF conformer; :mod:`graphattn.pretrained.xtb`) of the RDKit-shipped molecules:
+those with one fragment, no net charge and at most 40 heavy atoms. Computed labels
+only, no experimental value of any benchmark. ``benchmarks/pretraining.py --targets
+xtb`` rebuilds it; README, "Molecules", has the figures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+__all__ = ["PRETRAINED_ENCODERS", "pretrained_encoder_path"]
+
+_HERE = Path(__file__).parent
+
+# name -> (file in this folder, sha256 of the file)
+PRETRAINED_ENCODERS: dict[str, tuple[str, str]] = {
+    "xtb-hydration": (
+        "xtb_hydration.pt",
+        "1194991a22672af3bc4e3adfa9dcc6a7303354538bf51505a95a467404501766",
+    ),
+}
+
+
+def pretrained_encoder_path(name: str) -> Path:
+    """The checkpoint of a shipped encoder, its checksum verified.
+
+    Raises:
+        KeyError: ``name`` is not a shipped encoder (the message lists them).
+        ValueError: the file does not match its checksum (a damaged install).
+    """
+    if name not in PRETRAINED_ENCODERS:
+        raise KeyError(
+            f"no shipped encoder named {name!r}; shipped: {', '.join(PRETRAINED_ENCODERS)}"
+        )
+    filename, sha256 = PRETRAINED_ENCODERS[name]
+    path = _HERE / filename
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != sha256:
+        raise ValueError(f"{path} has sha256 {digest}, expected {sha256}: reinstall graphattn")
+    return path
