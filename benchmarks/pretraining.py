@@ -108,7 +108,7 @@ def write_corpus(path: Path, smiles: list[str]) -> dict:
 def _xtb_label(smiles: str) -> float | None:
     try:
         value = xtb_hydration_energy(parse_smiles(smiles))
-    except ValueError:  # no 3D embedding
+    except (ValueError, RuntimeError):  # no 3D embedding; xTB did not converge
         return None
     return value if abs(value) < 200 else None  # xTB failures give absurd energies
 
@@ -117,7 +117,10 @@ def read_xtb_labels(path: Path) -> dict[str, float]:
     """SMILES -> label from an earlier run's ``corpus.csv`` (plain or gzipped)."""
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt", newline="") as handle:
-        return {row["smiles"]: float(row[XTB_COLUMN]) for row in csv.DictReader(handle)}
+        reader = csv.DictReader(handle)
+        if not {"smiles", XTB_COLUMN} <= set(reader.fieldnames or ()):
+            raise SystemExit(f"{path}: needs the columns smiles and {XTB_COLUMN}")
+        return {row["smiles"]: float(row[XTB_COLUMN]) for row in reader}
 
 
 def write_xtb_corpus(path: Path, smiles: list[str], labels_file: Path | None, workers: int) -> dict:

@@ -109,7 +109,7 @@ def test_an_ensemble_gives_its_first_model_and_missing_runs_are_refused(tmp_path
             torch.testing.assert_close(value, first[name])
     assert encoder.state_dict
     assert not any(name.startswith("members.") for name in encoder.state_dict)
-    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+    with pytest.raises(FileNotFoundError, match="no run folder or checkpoint at .*nowhere"):
         load_pretrained_encoder(tmp_path / "nowhere")
 
 
@@ -148,8 +148,10 @@ def test_a_damaged_or_unknown_shipped_encoder_is_named(monkeypatch):
 
     with pytest.raises(KeyError, match="no shipped encoder named 'nope'; shipped: xtb-hydration"):
         pretrained.pretrained_encoder_path("nope")
+    with pytest.raises(FileNotFoundError, match="no shipped encoder of that name .shipped: xtb-h"):
+        load_pretrained_encoder("xtb_hydration")  # a typo
     monkeypatch.setitem(pretrained.PRETRAINED_ENCODERS, "xtb-hydration", ("xtb_hydration.pt", "0"))
-    with pytest.raises(ValueError, match="expected 0: reinstall graphattn"):
+    with pytest.raises(GraphInputError, match="expected 0: reinstall graphattn"):
         load_pretrained_encoder("xtb-hydration")
 
 

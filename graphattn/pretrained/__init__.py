@@ -15,6 +15,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from graphattn.errors import GraphInputError
+
 __all__ = ["PRETRAINED_ENCODERS", "pretrained_encoder_path"]
 
 _HERE = Path(__file__).parent
@@ -33,7 +35,7 @@ def pretrained_encoder_path(name: str) -> Path:
 
     Raises:
         KeyError: ``name`` is not a shipped encoder (the message lists them).
-        ValueError: the file does not match its checksum (a damaged install).
+        GraphInputError: the file does not match its checksum (a damaged install).
     """
     if name not in PRETRAINED_ENCODERS:
         raise KeyError(
@@ -43,5 +45,5 @@ def pretrained_encoder_path(name: str) -> Path:
     path = _HERE / filename
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if digest != sha256:
-        raise ValueError(f"{path} has sha256 {digest}, expected {sha256}: reinstall graphattn")
+        raise GraphInputError(f"{path} has sha256 {digest}, expected {sha256}: reinstall graphattn")
     return path

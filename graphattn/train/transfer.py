@@ -114,11 +114,16 @@ def load_pretrained_encoder(run_dir_or_file: str | Path) -> PretrainedEncoder:
     unless a path of that name exists.
 
     Raises:
-        FileNotFoundError: no checkpoint there.
-        GraphInputError: not a molecule run.
+        FileNotFoundError: no checkpoint there, nor a shipped encoder of that name.
+        GraphInputError: not a molecule run; a damaged shipped encoder.
     """
     path = run_dir_or_file
-    if str(path) in PRETRAINED_ENCODERS and not Path(path).exists():
+    if not Path(path).exists():
+        if str(path) not in PRETRAINED_ENCODERS:
+            raise FileNotFoundError(
+                f"no run folder or checkpoint at {path}, and no shipped encoder of that name "
+                f"(shipped: {', '.join(PRETRAINED_ENCODERS)})"
+            )
         path = pretrained_encoder_path(str(path))
     checkpoint = load_checkpoint(path)
     source = str(run_dir_or_file)
