@@ -179,12 +179,32 @@ def test_freesolv_defaults_start_from_the_shipped_encoder(tmp_path):
 def test_changing_the_encoder_drops_the_default_encoder_with_a_warning(caplog):
     from graphattn.train.molecules import dataset_train_settings
 
-    assert dataset_train_settings("freesolv", {"readout": ["sum"]})["init_from"] == "xtb-hydration"
+    def start(model=None, contributions=False):
+        return dataset_train_settings("freesolv", model, contributions)["init_from"]
+
+    assert start({"readout": ["sum"], "hidden": 64, "layers": 3}) == "xtb-hydration"  # fits
     with caplog.at_level("WARNING"):
-        assert dataset_train_settings("freesolv", {"layers": 4})["init_from"] is None
+        assert start({"layers": 4}) is None
     assert "layers differ from the pretrained 'xtb-hydration' encoder of freesolv" in caplog.text
-    assert dataset_train_settings("freesolv", contributions=True)["init_from"] is None
+    assert start({"readout": ["mean", "attention"]}) is None  # pooling with weights
+    assert start({"pe": "rw"}) is None
+    assert start(contributions=True) is None
     assert "init_from" not in dataset_train_settings("esol", {"layers": 4})
+
+
+def test_a_shipped_name_means_the_shipped_encoder_even_beside_a_folder_of_that_name(
+    source_run, tmp_path, monkeypatch
+):
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(source_run / "run", tmp_path / "xtb-hydration")
+    assert load_pretrained_encoder("xtb-hydration").architecture["hidden"] == 64
+    assert load_pretrained_encoder("./xtb-hydration").architecture == {
+        **load_pretrained_encoder(source_run / "run").architecture
+    }
+    with pytest.raises(FileNotFoundError, match="no run folder or checkpoint at ./none"):
+        load_pretrained_encoder("./none")  # a path, not the word for "from scratch"
 
 
 def test_cli_freesolv_uses_the_shipped_encoder_unless_told_otherwise(data_dir, tmp_path):
@@ -194,6 +214,7 @@ def test_cli_freesolv_uses_the_shipped_encoder_unless_told_otherwise(data_dir, t
         "default": [],
         "none": ["--init-from", "none"],
         "layers": ["--layers", "2"],
+        "same": ["--layers", "3"],  # the encoder's own value: it still fits
     }
     found = {}
     for name, extra in runs.items():
@@ -202,6 +223,9 @@ def test_cli_freesolv_uses_the_shipped_encoder_unless_told_otherwise(data_dir, t
     assert found["default"]["init_from"] == "xtb-hydration"
     assert found["none"]["init_from"] is None
     assert found["layers"]["init_from"] is None and found["layers"]["model"]["layers"] == 2
+    assert found["same"]["init_from"] == "xtb-hydration"
+    code = main([*base, "--init-from", "./none", "--out", str(tmp_path / "path")])
+    assert code == 2  # ./none is a folder name (missing here), not "from scratch"
 
 
 # ------------------------------------------------------------------ its labels (GFN2-xTB)

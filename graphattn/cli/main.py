@@ -122,12 +122,12 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--init-from",
-        type=Path,
         metavar="RUN_DIR",
         help="molecules: start from this run's atom/bond encoders and attention layers "
         "(transfer learning; same featurizer needed); the head is trained from scratch. "
-        "A shipped encoder's name also works (default: xtb-hydration for freesolv, which "
-        "--hidden/--layers/--heads/--atom-contributions turn off); 'none': from scratch",
+        "A shipped encoder's name also works (default: xtb-hydration for freesolv, unless "
+        "--hidden/--layers/--heads/--atom-contributions change what it fits; a folder of "
+        "that name is ./xtb-hydration); 'none': from scratch",
     )
     p.add_argument("--hidden", type=int)
     p.add_argument("--layers", type=int)
@@ -258,11 +258,12 @@ def _train_molecules(args: argparse.Namespace) -> int:
         )
         dataset = load_molecule_dataset(name, data_dir=args.data_dir, featurizer=featurizer)
     architecture = _overrides(args, ("hidden", "layers", "heads"))
-    settings = dataset_train_settings(name, architecture, args.atom_contributions)
+    if args.init_from is None:  # the data set's default start, if it fits
+        settings = dataset_train_settings(name, architecture, args.atom_contributions)
+    else:
+        settings = dataset_train_settings(name)
+        settings["init_from"] = None if args.init_from == "none" else args.init_from
     settings.update(_overrides(args, ("epochs", "batch_size", "lr", "patience", "ensemble")))
-    if args.init_from is not None:
-        scratch = str(args.init_from).lower() == "none"
-        settings["init_from"] = None if scratch else str(args.init_from)
     model = {**settings.pop("model", {}), "mode": args.mode, **architecture}
     config = MoleculeTrainConfig(
         seed=args.seed,

@@ -41,7 +41,7 @@ from graphattn.train.loop import (
 )
 from graphattn.train.metrics import classification_metrics, regression_metrics
 from graphattn.train.plots import plot_learning_curve
-from graphattn.train.transfer import ENCODER_FIELDS, load_pretrained_encoder
+from graphattn.train.transfer import encoder_changes, load_pretrained_encoder
 
 __all__ = [
     "DATASET_DEFAULTS",
@@ -82,13 +82,16 @@ def dataset_train_settings(
 
     A default pretrained encoder (``init_from``) fits only the architecture and atom
     features it was trained with: when ``model`` sets an encoder field
-    (:data:`~graphattn.train.transfer.ENCODER_FIELDS`) or ``contributions`` adds per-atom
-    features, it is dropped with a warning and the run trains from scratch.
+    (:data:`~graphattn.train.transfer.ENCODER_FIELDS`) to another value or adds an
+    attention readout, or ``contributions`` adds per-atom features, it is dropped with a
+    warning and the run trains from scratch.
     """
     settings = copy.deepcopy(DATASET_DEFAULTS.get(name, {}))
-    changed = sorted(set(model or {}) & set(ENCODER_FIELDS))
+    if settings.get("init_from") is None:
+        return settings
+    changed = encoder_changes(load_pretrained_encoder(settings["init_from"]), model or {})
     changed += ["contributions"] if contributions else []
-    if settings.get("init_from") is not None and changed:
+    if changed:
         log.warning(
             "%s differ from the pretrained %r encoder of %s: training from scratch",
             ", ".join(changed),

@@ -24,7 +24,7 @@ from graphattn.errors import GraphInputError
 from graphattn.pretrained import PRETRAINED_ENCODERS, pretrained_encoder_path
 from graphattn.train.checkpoint import load_checkpoint
 
-__all__ = ["ENCODER_FIELDS", "PretrainedEncoder", "load_pretrained_encoder"]
+__all__ = ["ENCODER_FIELDS", "PretrainedEncoder", "encoder_changes", "load_pretrained_encoder"]
 
 log = logging.getLogger(__name__)
 
@@ -107,24 +107,39 @@ class PretrainedEncoder:
         log.info("initialised %d encoder tensors from %s", len(self.state_dict), self.source)
 
 
+def encoder_changes(encoder: PretrainedEncoder, model: dict) -> list[str]:
+    """The fields of ``model`` (``MoleculeModelConfig`` overrides) that the encoder's
+    weights do not fit: encoder fields set to other values, a readout with attention
+    pooling (it has weights) where the encoder has none, or the other way round."""
+    changed = [
+        key
+        for key in ENCODER_FIELDS
+        if key in model and model[key] != encoder.architecture.get(key)
+    ]
+    has_gate = any(key.startswith("readout.") for key in encoder.state_dict)
+    if "readout" in model and ("attention" in model["readout"]) != has_gate:
+        changed.append("readout")
+    return changed
+
+
 def load_pretrained_encoder(run_dir_or_file: str | Path) -> PretrainedEncoder:
     """Read the encoder of a molecule run (``graphattn train`` output); of an ensemble,
     its first model's (with a warning: the members are alike, averaging their weights
-    would not be). A shipped encoder's name (``"xtb-hydration"``) stands for its file
-    unless a path of that name exists.
+    would not be). A string that is a shipped encoder's name (``"xtb-hydration"``) means
+    that encoder; a folder of the same name is ``"./xtb-hydration"`` or a ``Path``.
 
     Raises:
         FileNotFoundError: no checkpoint there, nor a shipped encoder of that name.
         GraphInputError: not a molecule run; a damaged shipped encoder.
     """
     path = run_dir_or_file
-    if not Path(path).exists():
-        if str(path) not in PRETRAINED_ENCODERS:
-            raise FileNotFoundError(
-                f"no run folder or checkpoint at {path}, and no shipped encoder of that name "
-                f"(shipped: {', '.join(PRETRAINED_ENCODERS)})"
-            )
-        path = pretrained_encoder_path(str(path))
+    if isinstance(path, str) and path in PRETRAINED_ENCODERS:
+        path = pretrained_encoder_path(path)
+    elif not Path(path).exists():
+        raise FileNotFoundError(
+            f"no run folder or checkpoint at {path}, and no shipped encoder of that name "
+            f"(shipped: {', '.join(PRETRAINED_ENCODERS)})"
+        )
     checkpoint = load_checkpoint(path)
     source = str(run_dir_or_file)
     if checkpoint.get("kind") != "molecule":
