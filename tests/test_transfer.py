@@ -207,7 +207,7 @@ def test_a_shipped_name_means_the_shipped_encoder_even_beside_a_folder_of_that_n
         load_pretrained_encoder("./none")  # a path, not the word for "from scratch"
 
 
-def test_cli_freesolv_uses_the_shipped_encoder_unless_told_otherwise(data_dir, tmp_path):
+def test_cli_freesolv_uses_the_shipped_encoder_unless_told_otherwise(data_dir, tmp_path, caplog):
     base = ["train", "--dataset", "freesolv", "--data-dir", str(data_dir), "--epochs", "1"]
     base += ["--ensemble", "1", "--no-progress"]
     runs = {
@@ -224,6 +224,13 @@ def test_cli_freesolv_uses_the_shipped_encoder_unless_told_otherwise(data_dir, t
     assert found["none"]["init_from"] is None
     assert found["layers"]["init_from"] is None and found["layers"]["model"]["layers"] == 2
     assert found["same"]["init_from"] == "xtb-hydration"
+    caplog.clear()
+    with caplog.at_level("WARNING"):  # told where to start: no word about the default
+        assert (
+            main([*base, "--init-from", "none", "--layers", "2", "--out", str(tmp_path / "n2")])
+            == 0
+        )
+    assert "training from scratch" not in caplog.text
     code = main([*base, "--init-from", "./none", "--out", str(tmp_path / "path")])
     assert code == 2  # ./none is a folder name (missing here), not "from scratch"
 
