@@ -159,10 +159,8 @@ def write_xtb_corpus(path: Path, smiles: list[str], labels_file: Path | None, wo
 
 def pretrain(args: argparse.Namespace, dataset_name: str) -> dict:
     """Write the corpus, train on its labels; the record (run folder, sizes, time)."""
-    if args.smoke:
-        smiles = corpus_smiles(SMOKE_XTB_MOLECULES if args.targets == "xtb" else SMOKE_MOLECULES)
-    else:
-        smiles = corpus_smiles(None)
+    smoke_size = SMOKE_XTB_MOLECULES if args.targets == "xtb" else SMOKE_MOLECULES
+    smiles = corpus_smiles(smoke_size if args.smoke else None)
     if args.targets == "xtb":
         corpus = write_xtb_corpus(args.out / "corpus.csv", smiles, args.xtb_labels, args.workers)
     else:

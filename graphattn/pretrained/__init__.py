@@ -12,9 +12,9 @@ xtb`` rebuilds it; README, "Molecules", has the figures.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
+from graphattn.datasets.files import sha256sum
 from graphattn.errors import GraphInputError
 
 __all__ = ["PRETRAINED_ENCODERS", "pretrained_encoder_path"]
@@ -43,7 +43,7 @@ def pretrained_encoder_path(name: str) -> Path:
         )
     filename, sha256 = PRETRAINED_ENCODERS[name]
     path = _HERE / filename
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = sha256sum(path)
     if digest != sha256:
         raise GraphInputError(f"{path} has sha256 {digest}, expected {sha256}: reinstall graphattn")
     return path

@@ -87,8 +87,8 @@ def dataset_train_settings(
     warning and the run trains from scratch.
     """
     settings = copy.deepcopy(DATASET_DEFAULTS.get(name, {}))
-    if settings.get("init_from") is None:
-        return settings
+    if settings.get("init_from") is None or not (model or contributions):
+        return settings  # nothing to check (training loads the encoder itself)
     changed = encoder_changes(load_pretrained_encoder(settings["init_from"]), model or {})
     changed += ["contributions"] if contributions else []
     if changed:
