@@ -99,6 +99,36 @@ def test_xtb_labels_of_an_earlier_run_are_reused_and_missing_ones_dropped(tmp_pa
     }
 
 
+def test_xtb_labels_compares_each_model_with_freesolv_experiment(data_dir, tmp_path):
+    pytest.importorskip("tblite")
+    models = ("GFN2-xTB/alpb", "GFN1-xTB/gbsa")
+    payload = run_smoke("xtb_labels", data_dir, tmp_path, "--models", *models, "--workers", "1")
+    result = payload["result"]
+    assert payload["complete"] and list(result["models"]) == list(models)
+    assert result["molecules"] == 8 and result["conformers"] == 2
+    assert result["molecules_used"] + len({f["smiles"] for f in result["failures"]}) == 8
+    for model in result["models"].values():
+        for part in ("conformer_0", "conformer_mean"):
+            # a fitted line is never worse than the raw values
+            assert 0 <= model[part]["fit_rmse"] <= model[part]["rmse"]
+            assert -1 <= model[part]["pearson_r"] <= 1
+        assert model["conformer_spread"] >= 0
+    assert "| GFN1-xTB/gbsa |" in (tmp_path / "xtb_labels.md").read_text()
+
+
+def test_xtb_labels_agreement_and_model_names(monkeypatch):
+    xtb_labels = import_script("xtb_labels", monkeypatch)
+    computed = torch.tensor([-1.0, -3.0, -5.0, -9.0]).numpy()
+    stats = xtb_labels.agreement(computed, 2 * computed + 1)  # experiment on a line
+    assert stats["fit_slope"] == pytest.approx(2) and stats["fit_intercept"] == pytest.approx(1)
+    assert stats["fit_rmse"] == pytest.approx(0, abs=1e-9)
+    assert stats["pearson_r"] == pytest.approx(1)
+    assert stats["rmse"] == pytest.approx(float(((computed + 1) ** 2).mean() ** 0.5))
+    assert xtb_labels._model("GFN1-xTB/gbsa") == ("GFN1-xTB", "gbsa")
+    result = run_script("xtb_labels.py", "--models", "GFN3-xTB/alpb")
+    assert result.returncode == 2 and "'GFN3-xTB/alpb': expected METHOD/SOLVATION" in result.stderr
+
+
 def test_auto_choice_times_every_mode_of_each_size_in_one_process(data_dir, tmp_path):
     payload = run_smoke("auto_choice", data_dir, tmp_path)
     groups = [c["group"] for c in payload["comparisons"]]

@@ -264,3 +264,24 @@ def test_xtb_hydration_energies_order_polar_before_apolar():
     assert -1 < methane < 1.5
     assert -7 < ethanol < -2
     assert acetamide < ethanol < methane
+
+
+def test_xtb_models_share_a_conformer_and_unknown_ones_are_named():
+    from rdkit import Chem
+
+    from graphattn.pretrained.xtb import xtb_hydration_energies, xtb_hydration_energy
+
+    ethanol = Chem.MolFromSmiles("CCO")
+    with pytest.raises(ValueError, match="unknown xTB model GFN2-xTB/cosmo: methods are GFN2"):
+        xtb_hydration_energies(ethanol, [("GFN2-xTB", "cosmo")])  # checked before tblite
+    pytest.importorskip("tblite")
+    models = [("GFN2-xTB", "alpb"), ("GFN1-xTB", "alpb"), ("GFN1-xTB", "gbsa")]
+    energies = xtb_hydration_energies(ethanol, models)
+    assert list(energies) == models and all(-8 < e < -2 for e in energies.values())
+    assert len(set(energies.values())) == 3  # the methods and solvation models differ
+    # one model alone (the default is the shipped encoder's) gives the same number
+    assert xtb_hydration_energy(ethanol) == energies[("GFN2-xTB", "alpb")]
+    assert (
+        xtb_hydration_energy(ethanol, method="GFN1-xTB", solvation="gbsa")
+        == energies[("GFN1-xTB", "gbsa")]
+    )

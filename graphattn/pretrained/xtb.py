@@ -1,20 +1,34 @@
-"""Computed hydration energies (GFN2-xTB, ALPB implicit water): pretraining labels.
+"""Computed hydration energies (GFN2-xTB or GFN1-xTB, implicit water): pretraining labels.
 
 Needs the optional ``tblite`` package (``pip install graphattn[xtb]``); only
-rebuilding the shipped encoder uses it, never training or prediction.
+rebuilding the shipped encoder and ``benchmarks/xtb_labels.py`` use it, never training
+or prediction.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 from rdkit import Chem
 from rdkit.Chem import AllChem
 
-__all__ = ["HARTREE_TO_KCAL", "corpus_molecule_ok", "xtb_hydration_energy"]
+__all__ = [
+    "HARTREE_TO_KCAL",
+    "SOLVATION_MODELS",
+    "XTB_METHODS",
+    "check_xtb_models",
+    "corpus_molecule_ok",
+    "xtb_hydration_energies",
+    "xtb_hydration_energy",
+]
 
 HARTREE_TO_KCAL = 627.509474
 _ANGSTROM_TO_BOHR = 1 / 0.52917721067
 MAX_HEAVY_ATOMS = 40
+XTB_METHODS = ("GFN2-xTB", "GFN1-xTB")
+# tblite's implicit-solvent models with parameters for water (per method)
+SOLVATION_MODELS = ("alpb", "gbsa")
 
 
 def corpus_molecule_ok(mol: Chem.Mol) -> bool:
@@ -38,17 +52,32 @@ def _conformer(mol: Chem.Mol, seed: int) -> Chem.Mol:
     return mol
 
 
-def xtb_hydration_energy(mol: Chem.Mol, seed: int = 0) -> float:
-    """GFN2-xTB energy in ALPB water minus in the gas phase, kcal/mol, on one conformer.
+def check_xtb_models(models: Sequence[tuple[str, str]]) -> None:
+    """Raise ``ValueError`` naming the first ``(method, solvation)`` pair tblite lacks."""
+    for method, solvation in models:
+        if method not in XTB_METHODS or solvation not in SOLVATION_MODELS:
+            raise ValueError(
+                f"unknown xTB model {method}/{solvation}: methods are {', '.join(XTB_METHODS)}, "
+                f"solvation models {', '.join(SOLVATION_MODELS)}"
+            )
+
+
+def xtb_hydration_energies(
+    mol: Chem.Mol, models: Sequence[tuple[str, str]], seed: int = 0
+) -> dict[tuple[str, str], float]:
+    """Energy in implicit water minus in the gas phase, kcal/mol, of each
+    ``(method, solvation)`` in ``models``, all on one conformer (ETKDG, then MMFF).
 
     Args:
         mol: the molecule (hydrogens implicit or explicit).
+        models: pairs of an :data:`XTB_METHODS` and a :data:`SOLVATION_MODELS` entry.
         seed: seed of the ETKDG embedding.
 
     Raises:
         ImportError: ``tblite`` is not installed.
-        ValueError: no 3D embedding was found.
+        ValueError: an unknown method or solvation model; no 3D embedding was found.
     """
+    check_xtb_models(models)
     try:
         from tblite.interface import Calculator
     except ImportError as err:
@@ -56,11 +85,28 @@ def xtb_hydration_energy(mol: Chem.Mol, seed: int = 0) -> float:
     mol = _conformer(mol, seed)
     numbers = np.array([atom.GetAtomicNum() for atom in mol.GetAtoms()])
     positions = mol.GetConformer().GetPositions() * _ANGSTROM_TO_BOHR
-    energies = []
-    for solvated in (False, True):
-        calc = Calculator("GFN2-xTB", numbers, positions, charge=float(Chem.GetFormalCharge(mol)))
+    charge = float(Chem.GetFormalCharge(mol))
+
+    def energy(method: str, solvation: str | None) -> float:
+        calc = Calculator(method, numbers, positions, charge=charge)
         calc.set("verbosity", 0)
-        if solvated:
-            calc.add("alpb-solvation", "water")
-        energies.append(calc.singlepoint().get("energy"))
-    return (energies[1] - energies[0]) * HARTREE_TO_KCAL
+        if solvation is not None:
+            calc.add(f"{solvation}-solvation", "water")
+        return calc.singlepoint().get("energy")
+
+    gas = {method: energy(method, None) for method in dict.fromkeys(m for m, _ in models)}
+    return {
+        (method, solvation): float((energy(method, solvation) - gas[method]) * HARTREE_TO_KCAL)
+        for method, solvation in models
+    }
+
+
+def xtb_hydration_energy(
+    mol: Chem.Mol, seed: int = 0, method: str = "GFN2-xTB", solvation: str = "alpb"
+) -> float:
+    """One model's hydration energy, kcal/mol (:func:`xtb_hydration_energies`).
+
+    The defaults, GFN2-xTB in ALPB water, made the labels of the shipped
+    ``xtb-hydration`` encoder.
+    """
+    return xtb_hydration_energies(mol, [(method, solvation)], seed)[(method, solvation)]
