@@ -82,8 +82,12 @@ def run(args: argparse.Namespace) -> dict:
     experiment = np.array([float(dataset[i].y) for i in range(len(dataset))])
     conformers = SMOKE_CONFORMERS if args.smoke else args.conformers
     jobs = [(s, args.models, seed) for s in smiles for seed in range(conformers)]
-    with Timer() as timer, multiprocessing.get_context("spawn").Pool(args.workers) as pool:
-        results = pool.map(_energies, jobs, chunksize=4)
+    with Timer() as timer:
+        if args.workers == 1:
+            results = [_energies(job) for job in jobs]
+        else:
+            with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
+                results = pool.map(_energies, jobs, chunksize=4)
     # [molecule, conformer, model]; NaN where a conformer failed
     values = np.full((len(smiles), conformers, len(args.models)), np.nan)
     failures = []

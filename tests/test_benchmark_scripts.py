@@ -116,7 +116,7 @@ def test_xtb_labels_compares_each_model_with_freesolv_experiment(data_dir, tmp_p
     assert "| GFN1-xTB/gbsa |" in (tmp_path / "xtb_labels.md").read_text()
 
 
-def test_xtb_labels_agreement_and_model_names(monkeypatch):
+def test_xtb_labels_agreement_and_model_names(monkeypatch, capsys):
     xtb_labels = import_script("xtb_labels", monkeypatch)
     computed = torch.tensor([-1.0, -3.0, -5.0, -9.0]).numpy()
     stats = xtb_labels.agreement(computed, 2 * computed + 1)  # experiment on a line
@@ -125,8 +125,11 @@ def test_xtb_labels_agreement_and_model_names(monkeypatch):
     assert stats["pearson_r"] == pytest.approx(1)
     assert stats["rmse"] == pytest.approx(float(((computed + 1) ** 2).mean() ** 0.5))
     assert xtb_labels._model("GFN1-xTB/gbsa") == ("GFN1-xTB", "gbsa")
-    result = run_script("xtb_labels.py", "--models", "GFN3-xTB/alpb")
-    assert result.returncode == 2 and "'GFN3-xTB/alpb': expected METHOD/SOLVATION" in result.stderr
+    with pytest.raises(SystemExit) as exit_info:
+        xtb_labels.parse_args(["--models", "GFN3-xTB/alpb"])
+    assert exit_info.value.code == 2
+    message = capsys.readouterr().err
+    assert "'GFN3-xTB/alpb': expected METHOD/SOLVATION; unknown xTB model" in message
 
 
 def test_auto_choice_times_every_mode_of_each_size_in_one_process(data_dir, tmp_path):
