@@ -7,8 +7,10 @@ RMSE, MAE and Pearson r against experiment, on conformer 0 alone (how the pretra
 labels are made) and on the mean over conformers; the RMSE left after the best straight
 line through all molecules (``fit_rmse``: how much a model could help once rescaled; the
 line is fitted on the whole set, so it is a diagnostic, not a prediction); and the
-spread between conformers (the standard deviation of each molecule's values around
-their mean, pooled). Molecules where a model fails are counted and listed.
+spread between conformers (each molecule's sample standard deviation over its
+conformers, pooled as a root mean square). The conformers' ETKDG seeds are 0 (the
+pretraining labels' conformer), 2, 3, ...: RDKit embeds seeds 0 and 1 alike. Molecules
+where a model fails are counted and listed.
 
 Usage::
 
@@ -42,6 +44,12 @@ DEFAULT_MODELS = ("GFN2-xTB/alpb", "GFN2-xTB/gbsa", "GFN1-xTB/alpb", "GFN1-xTB/g
 SMOKE_MOLECULES, SMOKE_CONFORMERS = 8, 2
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of at least 1")
+    return int(text)
+
+
 def _model(text: str) -> tuple[str, str]:
     method, _, solvation = text.partition("/")
     try:
@@ -49,6 +57,14 @@ def _model(text: str) -> tuple[str, str]:
     except ValueError as err:
         raise argparse.ArgumentTypeError(f"{text!r}: expected METHOD/SOLVATION; {err}") from err
     return method, solvation
+
+
+def conformer_seeds(count: int) -> list[int]:
+    """ETKDG seeds of ``count`` different conformers, the pretraining labels' (0) first.
+
+    RDKit embeds seeds 0 and 1 alike, so 1 is left out.
+    """
+    return [0, *range(2, count + 1)]
 
 
 def _energies(job: tuple[str, list[tuple[str, str]], int]) -> list[float] | str:
@@ -80,36 +96,40 @@ def run(args: argparse.Namespace) -> dict:
     dataset = load_molecule_dataset("freesolv", data_dir=args.data_dir, limit=limit)
     smiles = list(dataset.smiles)
     experiment = np.array([float(dataset[i].y) for i in range(len(dataset))])
-    conformers = SMOKE_CONFORMERS if args.smoke else args.conformers
-    jobs = [(s, args.models, seed) for s in smiles for seed in range(conformers)]
+    seeds = conformer_seeds(SMOKE_CONFORMERS if args.smoke else args.conformers)
+    jobs = [(s, args.models, seed) for s in smiles for seed in seeds]
     with Timer() as timer:
         if args.workers == 1:
             results = [_energies(job) for job in jobs]
         else:
             with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
                 results = pool.map(_energies, jobs, chunksize=4)
-    # [molecule, conformer, model]; NaN where a conformer failed
-    values = np.full((len(smiles), conformers, len(args.models)), np.nan)
+    # [molecule, conformer, model] in job order; NaN where a conformer failed
+    values = np.full((len(smiles) * len(seeds), len(args.models)), np.nan)
     failures = []
-    for (s, _, seed), result in zip(jobs, results, strict=True):
+    for index, ((s, _, seed), result) in enumerate(zip(jobs, results, strict=True)):
         if isinstance(result, str):
-            failures.append({"smiles": s, "conformer": seed, "error": result})
+            failures.append({"smiles": s, "conformer_seed": seed, "error": result})
         else:
-            values[smiles.index(s), seed] = result
+            values[index] = result
+    values = values.reshape(len(smiles), len(seeds), len(args.models))
     ok = ~np.isnan(values).any(axis=(1, 2))
+    if ok.sum() < 2:
+        raise SystemExit(f"xTB gave every value for only {ok.sum()} molecules: {failures[:3]}")
     models = {}
     for k, (method, solvation) in enumerate(args.models):
         first, mean = values[ok, 0, k], values[ok, :, k].mean(axis=1)
-        spread = values[ok, :, k] - mean[:, None]
+        spread = values[ok, :, k].std(axis=1, ddof=1) if len(seeds) > 1 else None
         models[f"{method}/{solvation}"] = {
             "conformer_0": agreement(first, experiment[ok]),
             "conformer_mean": agreement(mean, experiment[ok]),
-            "conformer_spread": float(np.sqrt(np.mean(spread**2))) if conformers > 1 else None,
+            "conformer_spread": None if spread is None else float(np.sqrt(np.mean(spread**2))),
         }
     return {
         "molecules": len(smiles),
         "molecules_used": int(ok.sum()),
-        "conformers": conformers,
+        "conformers": len(seeds),
+        "conformer_seeds": seeds,
         "seconds": timer.seconds,
         "models": models,
         "failures": failures,
@@ -161,7 +181,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=[_model(m) for m in DEFAULT_MODELS],
         help=f"METHOD/SOLVATION pairs (default: {' '.join(DEFAULT_MODELS)})",
     )
-    parser.add_argument("--conformers", type=int, default=5, help="conformers per molecule")
+    parser.add_argument("--conformers", type=_positive, default=5, help="conformers per molecule")
     parser.add_argument("--workers", type=int, default=2, help="processes computing xTB")
     return parser.parse_args(argv)
 
@@ -175,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {
             "smoke": args.smoke,
             "models": [f"{m}/{s}" for m, s in args.models],
-            "conformers": args.conformers,
+            "conformers": SMOKE_CONFORMERS if args.smoke else args.conformers,
             "workers": args.workers,
         },
     }

@@ -266,7 +266,7 @@ def test_xtb_hydration_energies_order_polar_before_apolar():
     assert acetamide < ethanol < methane
 
 
-def test_xtb_models_share_a_conformer_and_unknown_ones_are_named():
+def test_xtb_models_match_one_model_at_a_time_and_unknown_ones_are_named():
     from rdkit import Chem
 
     from graphattn.pretrained.xtb import xtb_hydration_energies, xtb_hydration_energy
@@ -279,9 +279,9 @@ def test_xtb_models_share_a_conformer_and_unknown_ones_are_named():
     energies = xtb_hydration_energies(ethanol, models)
     assert list(energies) == models and all(-8 < e < -2 for e in energies.values())
     assert len(set(energies.values())) == 3  # the methods and solvation models differ
-    # one model alone (the default is the shipped encoder's) gives the same number
-    assert xtb_hydration_energy(ethanol) == energies[("GFN2-xTB", "alpb")]
-    assert (
-        xtb_hydration_energy(ethanol, method="GFN1-xTB", solvation="gbsa")
-        == energies[("GFN1-xTB", "gbsa")]
-    )
+    # one model alone (the default is the shipped encoder's) gives the same number;
+    # tblite's threads may change the last digits
+    same = pytest.approx(energies[("GFN2-xTB", "alpb")], rel=0, abs=1e-8)
+    assert xtb_hydration_energy(ethanol) == same
+    gfn1 = xtb_hydration_energy(ethanol, method="GFN1-xTB", solvation="gbsa")
+    assert gfn1 == pytest.approx(energies[("GFN1-xTB", "gbsa")], rel=0, abs=1e-8)
