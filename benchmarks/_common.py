@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import multiprocessing
 import os
 import statistics
 import time
@@ -31,6 +32,7 @@ __all__ = [
     "fmt_mean_std",
     "machine_info",
     "machine_line",
+    "map_in_processes",
     "markdown_table",
     "met",
     "seed_target",
@@ -74,6 +76,15 @@ def setup(args: argparse.Namespace) -> None:
     if args.smoke:
         args.seeds = args.seeds[:1]
     args.out.mkdir(parents=True, exist_ok=True)
+
+
+def map_in_processes(func: Callable, items: Sequence, workers: int, chunksize: int = 4) -> list:
+    """``[func(item) for item in items]`` in ``workers`` spawned processes (one worker:
+    in this process, without starting a pool). ``func`` must be a module-level function."""
+    if workers <= 1:
+        return [func(item) for item in items]
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        return pool.map(func, items, chunksize=chunksize)
 
 
 def machine_info() -> dict:

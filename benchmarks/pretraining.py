@@ -34,7 +34,6 @@ import argparse
 import csv
 import gzip
 import logging
-import multiprocessing
 import os
 import sys
 from pathlib import Path
@@ -47,6 +46,7 @@ from _common import (
     fmt,
     machine_info,
     machine_line,
+    map_in_processes,
     markdown_table,
     setup,
     summarize_seeds,
@@ -140,8 +140,7 @@ def write_xtb_corpus(path: Path, smiles: list[str], labels_file: Path | None, wo
         known = read_xtb_labels(labels_file)
         labels = [known.get(s) for s in kept]
     else:
-        with multiprocessing.get_context("spawn").Pool(workers) as pool:
-            labels = pool.map(_xtb_label, kept, chunksize=8)
+        labels = map_in_processes(_xtb_label, kept, workers, chunksize=8)
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["smiles", XTB_COLUMN])

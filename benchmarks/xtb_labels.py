@@ -21,7 +21,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import sys
 
 import numpy as np
@@ -32,13 +31,14 @@ from _common import (
     fmt,
     machine_info,
     machine_line,
+    map_in_processes,
     markdown_table,
     setup,
 )
 
 from graphattn.datasets.molecules import load_molecule_dataset
-from graphattn.featurize.molecule import parse_smiles
-from graphattn.pretrained.xtb import check_xtb_models, xtb_hydration_energies
+from graphattn.featurize.molecule import MoleculeFeaturizer, parse_smiles
+from graphattn.pretrained.xtb import check_xtb_models, conformer_seeds, xtb_hydration_energies
 
 DEFAULT_MODELS = ("GFN2-xTB/alpb", "GFN2-xTB/gbsa", "GFN1-xTB/alpb", "GFN1-xTB/gbsa")
 SMOKE_MOLECULES, SMOKE_CONFORMERS = 8, 2
@@ -57,14 +57,6 @@ def _model(text: str) -> tuple[str, str]:
     except ValueError as err:
         raise argparse.ArgumentTypeError(f"{text!r}: expected METHOD/SOLVATION; {err}") from err
     return method, solvation
-
-
-def conformer_seeds(count: int) -> list[int]:
-    """ETKDG seeds of ``count`` different conformers, the pretraining labels' (0) first.
-
-    RDKit embeds seeds 0 and 1 alike, so 1 is left out.
-    """
-    return [0, *range(2, count + 1)]
 
 
 def _energies(job: tuple[str, list[tuple[str, str]], int]) -> list[float] | str:
@@ -93,17 +85,15 @@ def agreement(computed: np.ndarray, experiment: np.ndarray) -> dict:
 
 def run(args: argparse.Namespace) -> dict:
     limit = SMOKE_MOLECULES if args.smoke else None
-    dataset = load_molecule_dataset("freesolv", data_dir=args.data_dir, limit=limit)
+    # only the SMILES and measured values are read: no descriptors to compute
+    featurizer = MoleculeFeaturizer(descriptors=False)
+    dataset = load_molecule_dataset("freesolv", args.data_dir, featurizer, limit=limit)
     smiles = list(dataset.smiles)
     experiment = np.array([float(dataset[i].y) for i in range(len(dataset))])
     seeds = conformer_seeds(SMOKE_CONFORMERS if args.smoke else args.conformers)
     jobs = [(s, args.models, seed) for s in smiles for seed in seeds]
     with Timer() as timer:
-        if args.workers == 1:
-            results = [_energies(job) for job in jobs]
-        else:
-            with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
-                results = pool.map(_energies, jobs, chunksize=4)
+        results = map_in_processes(_energies, jobs, args.workers)
     # [molecule, conformer, model] in job order; NaN where a conformer failed
     values = np.full((len(smiles) * len(seeds), len(args.models)), np.nan)
     failures = []

@@ -18,6 +18,7 @@ __all__ = [
     "SOLVATION_MODELS",
     "XTB_METHODS",
     "check_xtb_models",
+    "conformer_seeds",
     "corpus_molecule_ok",
     "xtb_hydration_energies",
     "xtb_hydration_energy",
@@ -38,6 +39,14 @@ def corpus_molecule_ok(mol: Chem.Mol) -> bool:
         and Chem.GetFormalCharge(mol) == 0
         and mol.GetNumHeavyAtoms() <= MAX_HEAVY_ATOMS
     )
+
+
+def conformer_seeds(count: int) -> list[int]:
+    """Seeds of ``count`` different conformers, 0 (the pretraining labels') first.
+
+    RDKit's ETKDG embeds seeds 0 and 1 alike, so 1 is left out.
+    """
+    return [0, *range(2, count + 1)]
 
 
 def _conformer(mol: Chem.Mol, seed: int) -> Chem.Mol:
@@ -71,7 +80,8 @@ def xtb_hydration_energies(
     Args:
         mol: the molecule (hydrogens implicit or explicit).
         models: pairs of an :data:`XTB_METHODS` and a :data:`SOLVATION_MODELS` entry.
-        seed: seed of the ETKDG embedding.
+        seed: seed of the ETKDG embedding (0 and 1 give the same conformer; see
+            :func:`conformer_seeds`).
 
     Raises:
         ImportError: ``tblite`` is not installed.
