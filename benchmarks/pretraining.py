@@ -179,7 +179,7 @@ def pretrain(args: argparse.Namespace, dataset_name: str) -> dict:
     )
     log.info("pretrained on %d molecules, %.0f s", len(dataset), metrics["train_seconds"])
     return {
-        "run_dir": str(run_dir),
+        "run_dir": run_dir.name,  # relative to --out, so that the results folder can move
         "targets": args.targets,
         "corpus_files": list(CORPUS_FILES),
         "seed": args.pretrain_seed,
@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     # one featurizer for every data set here (both use the same atom and bond features)
     payload["pretraining"] = pretrain(args, args.datasets[0])
     for name in args.datasets:
-        fine_tune(args, name, payload["pretraining"]["run_dir"], payload)
+        fine_tune(args, name, str(args.out / payload["pretraining"]["run_dir"]), payload)
     payload["summary"] = summarize_seeds(payload["runs"], ("dataset", "variant"), ("rmse",))
     return finish(args.out, "pretraining", payload, render_markdown)
 

@@ -61,7 +61,8 @@ def test_molecule_targets_records_a_graphattn_variant(data_dir, tmp_path):
 def test_pretraining_compares_scratch_and_pretrained_starts_on_the_same_split(data_dir, tmp_path):
     payload = run_smoke("pretraining", data_dir, tmp_path)
     assert payload["complete"] and payload["pretraining"]["num_targets"] > 100
-    assert (tmp_path / "pretrained" / "model.pt").is_file()
+    assert (tmp_path / payload["pretraining"]["run_dir"] / "model.pt").is_file()
+    assert payload["pretraining"]["run_dir"] == "pretrained"  # relative: the folder can move
     with open(tmp_path / "corpus.csv") as handle:
         assert sum(1 for _ in handle) == payload["pretraining"]["molecules"] + 1
     assert [(r["variant"], r["seed"]) for r in payload["runs"]] == [

@@ -146,3 +146,31 @@ def test_unreadable_checkpoints_and_wrong_data_files_are_one_line_errors(tmp_pat
     args = ["train", "--dataset", "esol", "--data-dir", str(tmp_path / "data"), "--epochs", "1"]
     assert main([*args, "--out", str(tmp_path / "r")]) == 2
     assert "sha256" in capsys.readouterr().err
+
+
+def test_several_targets_get_metrics_each_in_their_own_units(two_target_run, tmp_path):
+    metrics = json.loads((two_target_run / "metrics.json").read_text())
+    train = json.loads((two_target_run / "split.json").read_text())["train"]
+    preds, _ = predict_molecules(two_target_run, [ALCOHOLS[i] for i in train])
+    per_target = metrics["train"]["per_target"]
+    assert list(per_target) == ["y", "z"]
+    for t, (name, scale) in enumerate((("y", 0.5), ("z", 5.0))):
+        labels = np.array([(i + 1) * scale for i in train])
+        rmse = float(np.sqrt(np.mean((preds[:, t] - labels) ** 2)))
+        assert per_target[name]["rmse"] == pytest.approx(rmse, rel=1e-4)
+    assert per_target["z"]["rmse"] > 5 * per_target["y"]["rmse"]  # z is 10 y: its own units
+    mean = (per_target["y"]["rmse"] + per_target["z"]["rmse"]) / 2
+    assert metrics["train"]["rmse"] == pytest.approx(mean, rel=1e-9)
+    assert list(metrics["test"]["per_target"]) == ["y", "z"]
+
+    source = tmp_path / "labelled.csv"
+    source.write_text("smiles,y,z\n" + "".join(
+        f"{s},{n * 0.5},{n * 5.0}\n" for n, s in enumerate(ALCOHOLS[:5], 1)))  # fmt: skip
+    out = tmp_path / "evaluated.json"
+    assert main(["evaluate", "--model", str(two_target_run), "--csv", str(source),
+                 "--out", str(out)]) == 0  # fmt: skip
+    evaluated = json.loads(out.read_text())["metrics"]
+    preds, _ = predict_molecules(two_target_run, ALCOHOLS[:5])
+    z = np.array([n * 5.0 for n in range(1, 6)])
+    rmse_z = float(np.sqrt(np.mean((preds[:, 1] - z) ** 2)))
+    assert evaluated["per_target"]["z"]["rmse"] == pytest.approx(rmse_z, rel=1e-4)

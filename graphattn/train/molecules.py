@@ -201,8 +201,17 @@ def _model_device(model: torch.nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
-def _metrics(task: str, y: np.ndarray, pred: np.ndarray) -> dict[str, float]:
-    return regression_metrics(y, pred) if task == "regression" else classification_metrics(y, pred)
+def _metrics(task: str, y: np.ndarray, pred: np.ndarray, names: list[str] | None = None) -> dict:
+    """Metrics of ``[n, T]`` targets and predictions: the mean over targets and, with
+    ``names`` of more than one target, ``"per_target"``: each one's metrics in its own
+    units (a mean of RMSEs in different units says little on its own)."""
+    metrics_of = regression_metrics if task == "regression" else classification_metrics
+    result: dict = metrics_of(y, pred)
+    if names is not None and len(names) > 1:
+        result["per_target"] = {
+            name: metrics_of(y[:, t], pred[:, t]) for t, name in enumerate(names)
+        }
+    return result
 
 
 def _make_split(dataset, config: MoleculeTrainConfig) -> dict[str, np.ndarray]:
@@ -378,7 +387,7 @@ def train_molecule_model(
     for name, loader in eval_loaders.items():
         pred, y = _predict_loader(model, loader, scaler, task)
         predictions[name] = pred
-        results[name] = _metrics(task, y, pred)
+        results[name] = _metrics(task, y, pred, list(dataset.target_cols))
     metrics = {
         "task": task,
         "dataset": dataset_name,
@@ -626,5 +635,5 @@ def evaluate_molecules(
         "task": meta["task"],
         "num_rows": len(smiles),
         "num_failed": int((~ok).sum()),
-        "metrics": _metrics(meta["task"], targets[ok], preds[ok]),
+        "metrics": _metrics(meta["task"], targets[ok], preds[ok], names),
     }
