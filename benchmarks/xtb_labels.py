@@ -2,7 +2,7 @@
 
 For every FreeSolv molecule, each xTB model (``METHOD/SOLVATION``, see
 :mod:`graphattn.pretrained.xtb`) gives its energy in implicit water minus in the gas
-phase on ``--conformers`` ETKDG + MMFF conformers (seeds 0, 1, ...). Reported per model:
+phase on ``--conformers`` ETKDG + MMFF conformers. Reported per model:
 RMSE, MAE and Pearson r against experiment, on conformer 0 alone (how the pretraining
 labels are made) and on the mean over conformers; the RMSE left after the best straight
 line through all molecules (``fit_rmse``: how much a model could help once rescaled; the
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> dict:
     dataset = load_molecule_dataset("freesolv", args.data_dir, featurizer, limit=limit)
     smiles = list(dataset.smiles)
     experiment = np.array([float(dataset[i].y) for i in range(len(dataset))])
-    seeds = conformer_seeds(SMOKE_CONFORMERS if args.smoke else args.conformers)
+    seeds = conformer_seeds(args.conformers)
     jobs = [(s, args.models, seed) for s in smiles for seed in seeds]
     with Timer() as timer:
         results = map_in_processes(_energies, jobs, args.workers)
@@ -179,13 +179,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup(args)
+    if args.smoke:
+        args.conformers = SMOKE_CONFORMERS
     payload = {
         "complete": False,
         "machine": machine_info(),
         "settings": {
             "smoke": args.smoke,
             "models": [f"{m}/{s}" for m, s in args.models],
-            "conformers": SMOKE_CONFORMERS if args.smoke else args.conformers,
+            "conformers": args.conformers,
             "workers": args.workers,
         },
     }

@@ -376,3 +376,11 @@ def test_featurizer_throughput_compares_both_featurizers_on_esol(data_dir):
     assert all(rate > 0 for rate in rates)
     assert payload["ratio"] == pytest.approx(rates[0] / rates[1], rel=1e-2)
     assert "load_average_1_5_15" in payload["machine"] and "rdkit" in payload["machine"]
+
+
+def test_map_in_processes_keeps_the_order_with_one_worker_and_with_a_pool(monkeypatch):
+    common = import_script("_common", monkeypatch)
+    items = [-3, 1, -4, 1, -5, 9, -2, 6]
+    expected = [abs(i) for i in items]
+    assert common.map_in_processes(abs, items, workers=1) == expected
+    assert common.map_in_processes(abs, items, workers=2, chunksize=1) == expected
