@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from graphattn.pretrained.xtb import parse_xtb_model
 from graphattn.train.loop import write_json
 
 __all__ = [
@@ -65,6 +66,14 @@ def add_common_args(parser: argparse.ArgumentParser, seeds: Sequence[int]) -> No
         "the figures are meaningless",
     )
     parser.add_argument("--out", type=Path, default=Path("bench_out"), help="output folder")
+
+
+def xtb_model_arg(text: str) -> tuple[str, str]:
+    """argparse type of an xTB model named ``METHOD/SOLVATION`` (``GFN1-xTB/alpb``)."""
+    try:
+        return parse_xtb_model(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
 
 
 def setup(args: argparse.Namespace) -> None:

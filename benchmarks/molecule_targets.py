@@ -13,8 +13,9 @@ and both models train on those indices of the same ``load_molecule_dataset(name)
 
 ``--model-overrides``, ``--train-overrides`` (JSON objects of
 :class:`MoleculeModelConfig` / :class:`MoleculeTrainConfig` fields, applied on top of the
-defaults) and ``--atom-contributions`` run graphattn *variants* for tuning; the targets
-are then not those of the defaults, and the output says so.
+defaults; ``init_from`` picks another start), ``--atom-contributions`` and
+``--xtb-energies`` run graphattn *variants* for tuning; the targets are then not those of
+the defaults, and the output says so.
 
 Writes ``molecule_targets.json`` and ``molecule_targets.md`` into ``--out`` and prints the
 markdown. ``--smoke`` runs 2 epochs on 150 molecules with one seed (meaningless figures).
@@ -116,12 +117,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="graphattn variant: per-atom physico-chemical contributions in the features",
     )
+    parser.add_argument(
+        "--xtb-energies",
+        nargs="+",
+        default=[],
+        metavar="METHOD/SOLVATION",
+        help="graphattn variant: these xTB models' hydration energies in the whole-molecule "
+        "inputs (MoleculeFeaturizer.xtb; needs tblite)",
+    )
     return parser.parse_args(argv)
 
 
 def is_variant(args: argparse.Namespace) -> bool:
     """Whether graphattn runs with anything other than ``graphattn train``'s defaults."""
-    return bool(args.model_overrides or args.train_overrides or args.atom_contributions)
+    return bool(
+        args.model_overrides or args.train_overrides or args.atom_contributions or args.xtb_energies
+    )
 
 
 # ------------------------------------------------------------------------------ graphattn
@@ -259,7 +270,9 @@ def load_dataset(name: str, args: argparse.Namespace):
     """The named data set as graphattn loads it (first 150 rows with ``--smoke``)."""
     limit = SMOKE_MOLECULES if args.smoke else None
     with Timer() as timer:
-        featurizer = dataset_featurizer(name, contributions=args.atom_contributions)
+        featurizer = dataset_featurizer(
+            name, contributions=args.atom_contributions, xtb=args.xtb_energies
+        )
         dataset = load_molecule_dataset(
             name, data_dir=args.data_dir, featurizer=featurizer, limit=limit
         )
@@ -430,6 +443,7 @@ def main(argv: list[str] | None = None) -> int:
                 "model_overrides": args.model_overrides,
                 "train_overrides": args.train_overrides,
                 "atom_contributions": args.atom_contributions,
+                "xtb_energies": args.xtb_energies,
             }
             if is_variant(args)
             else None,

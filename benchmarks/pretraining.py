@@ -8,11 +8,12 @@
    - ``descriptors``: RDKit's whole-molecule descriptors (signed log1p, as
      :mod:`graphattn.featurize.descriptors` computes them; columns that are constant
      over the corpus dropped), 30 epochs;
-   - ``xtb``: the GFN2-xTB hydration energy (:mod:`graphattn.pretrained.xtb`; needs
-     ``tblite``, about 20 minutes on 2 cores, or ``--xtb-labels`` from an earlier run)
-     of the molecules with one fragment, no net charge and at most 40 heavy atoms,
-     60 epochs. This run made the shipped ``xtb-hydration`` encoder that the FreeSolv
-     default starts from (``graphattn/pretrained/``).
+   - ``xtb``: the xTB hydration energy (:mod:`graphattn.pretrained.xtb`; needs
+     ``tblite``, about 20 minutes on 2 cores per model, or ``--xtb-labels`` from an
+     earlier run) of the molecules with one fragment, no net charge and at most 40
+     heavy atoms, 60 epochs; one target per ``--xtb-models`` entry. With the default,
+     GFN2-xTB/alpb, this run made the shipped ``xtb-hydration`` encoder that the
+     FreeSolv default starts from (``graphattn/pretrained/``).
 3. Fine-tuning: for each data set and seed, the data set's ``graphattn train``
    defaults trained from scratch and from the pretrained encoder
    (``MoleculeTrainConfig(init_from=...)``), on the same random split.
@@ -51,13 +52,14 @@ from _common import (
     setup,
     summarize_seeds,
     write_outputs,
+    xtb_model_arg,
 )
 from rdkit import RDConfig
 
 from graphattn.datasets.molecules import MoleculeCSV, dataset_featurizer, load_molecule_dataset
 from graphattn.featurize.descriptors import DESCRIPTOR_NAMES, molecule_descriptors
 from graphattn.featurize.molecule import InvalidSmilesError, MoleculeFeaturizer, parse_smiles
-from graphattn.pretrained.xtb import corpus_molecule_ok, xtb_hydration_energy
+from graphattn.pretrained.xtb import corpus_molecule_ok, xtb_hydration_energies
 from graphattn.train.molecules import (
     DATASET_DEFAULTS,
     MoleculeTrainConfig,
@@ -70,6 +72,7 @@ CORPUS_FILES = ("NCI/first_5K.smi", "Pains/test_data/wehi_mols.csv")
 PRETRAIN = {"batch_size": 64, "warmup_epochs": 2, "fractions": (0.9, 0.05, 0.05)}
 PRETRAIN_EPOCHS = {"descriptors": 30, "xtb": 60}
 XTB_COLUMN = "xtb_hydration"
+DEFAULT_XTB_MODEL = ("GFN2-xTB", "alpb")
 SMOKE_MOLECULES, SMOKE_EPOCHS = 150, 2
 SMOKE_XTB_MOLECULES = 40  # xTB labels cost ~0.1 s each
 
@@ -105,26 +108,53 @@ def write_corpus(path: Path, smiles: list[str]) -> dict:
     return {"molecules": len(kept_smiles), "unparsable": unparsable, "targets": columns}
 
 
-def _xtb_label(smiles: str) -> float | None:
+def label_column(model: tuple[str, str]) -> str:
+    """The corpus column of one xTB model's labels: ``xtb_hydration`` for GFN2-xTB/alpb
+    (the shipped ``xtb-hydration`` encoder's), else e.g. ``xtb_gfn1_gbsa``."""
+    if model == DEFAULT_XTB_MODEL:
+        return XTB_COLUMN
+    method, solvation = model
+    return f"xtb_{method.split('-')[0].lower()}_{solvation}"
+
+
+def _xtb_labels(job: tuple[str, list[tuple[str, str]]]) -> list[float] | None:
+    smiles, models = job
     try:
-        value = xtb_hydration_energy(parse_smiles(smiles))
+        values = xtb_hydration_energies(parse_smiles(smiles), models)
     except (ValueError, RuntimeError):  # no 3D embedding; xTB did not converge
         return None
-    return value if abs(value) < 200 else None  # xTB failures give absurd energies
+    labels = [values[m] for m in models]
+    return labels if all(abs(v) < 200 for v in labels) else None  # absurd = failed
 
 
-def read_xtb_labels(path: Path) -> dict[str, float]:
-    """SMILES -> label from an earlier run's ``corpus.csv`` (plain or gzipped)."""
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt", newline="") as handle:
-        reader = csv.DictReader(handle)
-        if not {"smiles", XTB_COLUMN} <= set(reader.fieldnames or ()):
-            raise SystemExit(f"{path}: needs the columns smiles and {XTB_COLUMN}")
-        return {row["smiles"]: float(row[XTB_COLUMN]) for row in reader}
+def read_xtb_labels(paths: list[Path], columns: list[str]) -> dict[str, list[float]]:
+    """SMILES -> ``columns`` labels from earlier runs' corpus files (plain or gzipped);
+    each column is read from the first file that has it; SMILES lacking one are left out."""
+    found: dict[str, dict[str, float]] = {column: {} for column in columns}
+    for path in paths:
+        opener = gzip.open if str(path).endswith(".gz") else open
+        with opener(path, "rt", newline="") as handle:
+            reader = csv.DictReader(handle)
+            names = [c for c in columns if c in (reader.fieldnames or ()) and not found[c]]
+            for row in reader:
+                for column in names:
+                    found[column][row["smiles"]] = float(row[column])
+    missing = [column for column in columns if not found[column]]
+    if missing:
+        raise SystemExit(f"no column {', '.join(missing)} in {', '.join(map(str, paths))}")
+    common = set.intersection(*(set(labels) for labels in found.values()))
+    return {s: [found[column][s] for column in columns] for s in common}
 
 
-def write_xtb_corpus(path: Path, smiles: list[str], labels_file: Path | None, workers: int) -> dict:
-    """``smiles`` + xTB hydration energy of the FreeSolv-like corpus molecules."""
+def write_xtb_corpus(
+    path: Path,
+    smiles: list[str],
+    models: list[tuple[str, str]],
+    labels_files: list[Path] | None,
+    workers: int,
+) -> dict:
+    """``smiles`` + the xTB hydration energies (one column per model) of the
+    FreeSolv-like corpus molecules."""
     kept, unparsable, unlike = [], 0, 0
     for s in smiles:
         try:
@@ -136,23 +166,24 @@ def write_xtb_corpus(path: Path, smiles: list[str], labels_file: Path | None, wo
             kept.append(s)
         else:
             unlike += 1
-    if labels_file is not None:
-        known = read_xtb_labels(labels_file)
+    columns = [label_column(m) for m in models]
+    if labels_files:
+        known = read_xtb_labels(labels_files, columns)
         labels = [known.get(s) for s in kept]
     else:
-        labels = map_in_processes(_xtb_label, kept, workers, chunksize=8)
+        labels = map_in_processes(_xtb_labels, [(s, models) for s in kept], workers, chunksize=8)
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["smiles", XTB_COLUMN])
+        writer.writerow(["smiles", *columns])
         pairs = zip(kept, labels, strict=True)
-        writer.writerows([s, f"{v:.4f}"] for s, v in pairs if v is not None)
+        writer.writerows([s, *(f"{v:.4f}" for v in values)] for s, values in pairs if values)
     failed = sum(v is None for v in labels)
     return {
         "molecules": len(kept) - failed,
         "unparsable": unparsable,
         "not_freesolv_like": unlike,
         "xtb_failed": failed,
-        "targets": [XTB_COLUMN],
+        "targets": columns,
     }
 
 
@@ -161,7 +192,9 @@ def pretrain(args: argparse.Namespace, dataset_name: str) -> dict:
     smoke_size = SMOKE_XTB_MOLECULES if args.targets == "xtb" else SMOKE_MOLECULES
     smiles = corpus_smiles(smoke_size if args.smoke else None)
     if args.targets == "xtb":
-        corpus = write_xtb_corpus(args.out / "corpus.csv", smiles, args.xtb_labels, args.workers)
+        corpus = write_xtb_corpus(
+            args.out / "corpus.csv", smiles, args.xtb_models, args.xtb_labels, args.workers
+        )
     else:
         corpus = write_corpus(args.out / "corpus.csv", smiles)
     # the fine-tuned data set's atom and bond features, without descriptor inputs
@@ -181,6 +214,7 @@ def pretrain(args: argparse.Namespace, dataset_name: str) -> dict:
     return {
         "run_dir": run_dir.name,  # relative to --out, so that the results folder can move
         "targets": args.targets,
+        "label_columns": corpus["targets"],
         "corpus_files": list(CORPUS_FILES),
         "seed": args.pretrain_seed,
         "molecules": len(dataset),
@@ -227,7 +261,8 @@ def fine_tune(args: argparse.Namespace, name: str, init_from: str, payload: dict
 def render_markdown(payload: dict) -> str:
     pre = payload["pretraining"]
     if pre.get("targets", "descriptors") == "xtb":
-        title, what = "xTB", "the xTB hydration energy"
+        columns = pre.get("label_columns", ["xtb_hydration"])
+        title, what = "xTB", f"the xTB hydration energies {', '.join(columns)}"
         excluded = (
             f"; {pre['not_freesolv_like']} not FreeSolv-like, xTB failed on {pre['xtb_failed']}"
         )
@@ -281,7 +316,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--pretrain-epochs", type=int, help="default: 30 for descriptors, 60 for xtb"
     )
     parser.add_argument(
-        "--xtb-labels", type=Path, help="corpus.csv(.gz) of an earlier xtb run: no recomputing"
+        "--xtb-models",
+        type=xtb_model_arg,
+        nargs="+",
+        default=[DEFAULT_XTB_MODEL],
+        help="--targets xtb: METHOD/SOLVATION models whose energies are the labels, one "
+        "target each (default: GFN2-xTB/alpb, the shipped xtb-hydration encoder's)",
+    )
+    parser.add_argument(
+        "--xtb-labels",
+        type=Path,
+        nargs="+",
+        help="corpus files (.csv or .csv.gz) of earlier xtb runs holding the label columns "
+        "(xtb_hydration for GFN2-xTB/alpb, else e.g. xtb_gfn1_gbsa): no recomputing",
     )
     parser.add_argument("--workers", type=int, default=2, help="processes computing xTB labels")
     parser.add_argument(

@@ -34,11 +34,12 @@ from _common import (
     map_in_processes,
     markdown_table,
     setup,
+    xtb_model_arg,
 )
 
 from graphattn.datasets.molecules import load_molecule_dataset
 from graphattn.featurize.molecule import MoleculeFeaturizer, parse_smiles
-from graphattn.pretrained.xtb import check_xtb_models, conformer_seeds, xtb_hydration_energies
+from graphattn.pretrained.xtb import conformer_seeds, parse_xtb_model, xtb_hydration_energies
 
 DEFAULT_MODELS = ("GFN2-xTB/alpb", "GFN2-xTB/gbsa", "GFN1-xTB/alpb", "GFN1-xTB/gbsa")
 SMOKE_MOLECULES, SMOKE_CONFORMERS = 8, 2
@@ -48,15 +49,6 @@ def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of at least 1")
     return int(text)
-
-
-def _model(text: str) -> tuple[str, str]:
-    method, _, solvation = text.partition("/")
-    try:
-        check_xtb_models([(method, solvation)])
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected METHOD/SOLVATION; {err}") from err
-    return method, solvation
 
 
 def _energies(job: tuple[str, list[tuple[str, str]], int]) -> list[float] | str:
@@ -166,9 +158,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_common_args(parser, seeds=(0,))
     parser.add_argument(
         "--models",
-        type=_model,
+        type=xtb_model_arg,
         nargs="+",
-        default=[_model(m) for m in DEFAULT_MODELS],
+        default=[parse_xtb_model(m) for m in DEFAULT_MODELS],
         help=f"METHOD/SOLVATION pairs (default: {' '.join(DEFAULT_MODELS)})",
     )
     parser.add_argument("--conformers", type=_positive, default=5, help="conformers per molecule")

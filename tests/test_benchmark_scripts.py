@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -52,6 +53,7 @@ def test_molecule_targets_records_a_graphattn_variant(data_dir, tmp_path):
         "model_overrides": {"layers": 1},
         "train_overrides": {"batch_size": 16},
         "atom_contributions": True,
+        "xtb_energies": [],
     }
     (run,) = payload["runs"]
     assert run["config"]["model"]["layers"] == 1 and run["config"]["batch_size"] == 16
@@ -89,7 +91,8 @@ def test_xtb_labels_of_an_earlier_run_are_reused_and_missing_ones_dropped(tmp_pa
     earlier = tmp_path / "earlier.csv"
     earlier.write_text("smiles,xtb_hydration\nCCO,-4.1\nC,0.2\n")
     smiles = ["CCO", "C", "CCN", "CC(=O)[O-]", "not a smiles"]
-    counts = pretraining.write_xtb_corpus(tmp_path / "corpus.csv", smiles, earlier, workers=1)
+    gfn2 = [("GFN2-xTB", "alpb")]
+    counts = pretraining.write_xtb_corpus(tmp_path / "corpus.csv", smiles, gfn2, [earlier], 1)
     assert (tmp_path / "corpus.csv").read_text().splitlines() == [
         "smiles,xtb_hydration",
         "CCO,-4.1000",
@@ -102,6 +105,28 @@ def test_xtb_labels_of_an_earlier_run_are_reused_and_missing_ones_dropped(tmp_pa
         "xtb_failed": 1,  # CCN: no label there
         "targets": ["xtb_hydration"],
     }
+
+
+def test_several_xtb_models_are_one_label_column_each_read_from_several_files(
+    tmp_path, monkeypatch
+):
+    pretraining = import_script("pretraining", monkeypatch)
+    gfn2, gfn1 = tmp_path / "gfn2.csv", tmp_path / "gfn1.csv.gz"
+    gfn2.write_text("smiles,xtb_hydration\nCCO,-4.1\nC,0.2\nCCN,-3.9\n")
+    with gzip.open(gfn1, "wt") as handle:  # C has no GFN1 labels: left out
+        handle.write("smiles,xtb_gfn1_alpb,xtb_gfn1_gbsa\nCCN,-5.5,-4.5\nCCO,-5.0,-4.3\n")
+    models = [("GFN2-xTB", "alpb"), ("GFN1-xTB", "alpb"), ("GFN1-xTB", "gbsa")]
+    corpus = tmp_path / "corpus.csv"
+    counts = pretraining.write_xtb_corpus(corpus, ["CCO", "C", "CCN"], models, [gfn2, gfn1], 1)
+    assert corpus.read_text().splitlines() == [
+        "smiles,xtb_hydration,xtb_gfn1_alpb,xtb_gfn1_gbsa",
+        "CCO,-4.1000,-5.0000,-4.3000",
+        "CCN,-3.9000,-5.5000,-4.5000",
+    ]
+    assert counts["targets"] == ["xtb_hydration", "xtb_gfn1_alpb", "xtb_gfn1_gbsa"]
+    assert counts["molecules"] == 2 and counts["xtb_failed"] == 1
+    with pytest.raises(SystemExit, match="no column xtb_gfn2_gbsa in"):
+        pretraining.write_xtb_corpus(corpus, ["CCO"], [("GFN2-xTB", "gbsa")], [gfn2, gfn1], 1)
 
 
 def test_xtb_labels_compares_each_model_with_freesolv_experiment(data_dir, tmp_path):
@@ -133,9 +158,10 @@ def test_xtb_labels_agreement_and_arguments(monkeypatch, capsys):
     assert stats["pearson_r"] == pytest.approx(1)
     assert stats["rmse"] == pytest.approx(float(((computed + 1) ** 2).mean() ** 0.5))
     assert xtb_labels.conformer_seeds(4) == [0, 2, 3, 4]  # RDKit embeds 0 and 1 alike
-    assert xtb_labels._model("GFN1-xTB/gbsa") == ("GFN1-xTB", "gbsa")
+    assert xtb_labels.xtb_model_arg("GFN1-xTB/gbsa") == ("GFN1-xTB", "gbsa")
     for bad, message in (
-        (["--models", "GFN3-xTB/alpb"], "'GFN3-xTB/alpb': expected METHOD/SOLVATION; unknown"),
+        (["--models", "GFN3-xTB/alpb"], "unknown xTB model GFN3-xTB/alpb: methods are GFN2"),
+        (["--models", "GFN1-xTB"], "xTB model 'GFN1-xTB': expected METHOD/SOLVATION"),
         (["--conformers", "0"], "'0': expected a whole number of at least 1"),
     ):
         with pytest.raises(SystemExit) as exit_info:

@@ -35,7 +35,7 @@ from torch_geometric.data import Data
 from graphattn.datasets.files import resolve_file, sha256sum
 from graphattn.errors import GraphInputError, not_utf8_error
 from graphattn.featurize.molecule import (
-    InvalidSmilesError,
+    FeaturizationError,
     MoleculeFeaturizer,
     rdkit_log_lines,
 )
@@ -158,7 +158,7 @@ class MoleculeDataset(Dataset):
             )
         try:
             data = self.featurizer(record.molecule)
-        except InvalidSmilesError as err:
+        except FeaturizationError as err:  # invalid SMILES, failed xTB energies
             self.skipped.append(SkippedRow(record.row, _as_text(record.molecule), err.reason))
             return None
         data.y = torch.tensor(record.targets, dtype=torch.float32).reshape(1, -1)
@@ -484,7 +484,10 @@ def nci_tpsa_path() -> Path:
 
 
 def dataset_featurizer(
-    name: str, descriptors: bool = True, contributions: bool = False
+    name: str,
+    descriptors: bool = True,
+    contributions: bool = False,
+    xtb: Sequence[str] = (),
 ) -> MoleculeFeaturizer:
     """The default featurizer of a named data set, optionally with fewer or more features.
 
@@ -494,6 +497,8 @@ def dataset_featurizer(
             uses them (``False``: graph features only).
         contributions (bool): add the per-atom contributions
             (:mod:`graphattn.featurize.contributions`).
+        xtb (Sequence[str]): add these xTB models' hydration energies to the
+            whole-molecule inputs (``MoleculeFeaturizer.xtb``; needs ``tblite``).
 
     Raises:
         KeyError: unknown name.
@@ -503,6 +508,7 @@ def dataset_featurizer(
     return MoleculeFeaturizer(
         descriptors=MOLECULE_DATASETS[name].descriptors and descriptors,
         contributions=contributions,
+        xtb=tuple(xtb),
     )
 
 

@@ -30,6 +30,7 @@ from graphattn.featurize.descriptors import DESCRIPTOR_NAMES, molecule_descripto
 
 __all__ = [
     "DEFAULT_ELEMENTS",
+    "FeaturizationError",
     "InvalidSmilesError",
     "MoleculeFeaturizer",
     "featurize_smiles",
@@ -47,7 +48,23 @@ _PERIODIC_TABLE = Chem.GetPeriodicTable()
 _LOG_PREFIX = re.compile(r"^\[\d\d:\d\d:\d\d\]\s*")
 
 
-class InvalidSmilesError(GraphInputError):
+class FeaturizationError(GraphInputError):
+    """A molecule that could not be featurized (data sets skip it, predictions report it).
+
+    Attributes:
+        smiles: the offending input, as given (a molecule's SMILES).
+        reason: why.
+    """
+
+    what = "cannot featurize"
+
+    def __init__(self, smiles: str, reason: str) -> None:
+        self.smiles = smiles
+        self.reason = reason
+        super().__init__(f"{self.what} {smiles!r}: {reason}")
+
+
+class InvalidSmilesError(FeaturizationError):
     """A SMILES string (or molecule) that RDKit cannot turn into a valid molecule.
 
     Attributes:
@@ -55,10 +72,7 @@ class InvalidSmilesError(GraphInputError):
         reason: RDKit's explanation, when it gave one.
     """
 
-    def __init__(self, smiles: str, reason: str) -> None:
-        self.smiles = smiles
-        self.reason = reason
-        super().__init__(f"invalid SMILES {smiles!r}: {reason}")
+    what = "invalid SMILES"
 
 
 def rdkit_log_lines(messages: str, echo: str | None = None) -> list[str]:
@@ -235,6 +249,14 @@ class MoleculeFeaturizer:
         descriptors (bool): also compute RDKit's whole-molecule descriptors
             (:mod:`graphattn.featurize.descriptors`) as ``mol_x [1, D]``.
             (default: :obj:`False`)
+        xtb (tuple[str, ...]): xTB models, named ``METHOD/SOLVATION`` (e.g.
+            ``"GFN1-xTB/alpb"``; :mod:`graphattn.pretrained.xtb`), whose hydration
+            energies in kcal/mol (implicit water minus gas phase, on one ETKDG + MMFF
+            conformer of seed 0, atoms in canonical order) become ``mol_x`` columns
+            ``xtb:<model>`` after the descriptors. Needs ``tblite`` (``pip install
+            'graphattn[xtb]'``) and costs about 0.15 s per molecule for three models. A
+            molecule without a 3D embedding, or one xTB fails on, raises
+            :class:`FeaturizationError`. (default: ``()``)
         add_hs (bool): add every hydrogen as an explicit node (``Chem.AddHs``). By
             default hydrogens stay implicit, except those RDKit keeps from the SMILES
             (e.g. isotopes such as ``[2H]``). (default: :obj:`False`)
@@ -257,6 +279,7 @@ class MoleculeFeaturizer:
     add_hs: bool = False
     descriptors: bool = False
     contributions: bool = False
+    xtb: tuple[str, ...] = ()
     degrees: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
     formal_charges: tuple[int, ...] = (-2, -1, 0, 1, 2)
     num_hs_values: tuple[int, ...] = (0, 1, 2, 3, 4)
@@ -280,6 +303,7 @@ class MoleculeFeaturizer:
             raise GraphInputError(
                 f"hybridizations: unknown names {unknown}; known: {sorted(_HYBRIDIZATION_CODES)}"
             )
+        self._check_xtb()
         hybridization_codes = [_HYBRIDIZATION_CODES[name] for name in self.hybridizations]
         # (raw property column, on, codes): see _atom_properties and _bond_properties.
         blocks = [
@@ -298,6 +322,28 @@ class MoleculeFeaturizer:
             [prop for prop, on in ((3, self.bond_conjugated), (4, self.bond_in_ring)) if on],
         )
         object.__setattr__(self, "_encoders", (atom_encoder, bond_encoder))
+
+    def _check_xtb(self) -> None:
+        """Refuse unknown or repeated xTB models, and xTB models without tblite."""
+        object.__setattr__(self, "xtb", tuple(self.xtb))
+        if not self.xtb:
+            return
+        # imported here: graphattn.pretrained imports graphattn.datasets, which imports this
+        from graphattn.pretrained.xtb import parse_xtb_model
+
+        if len(set(self.xtb)) != len(self.xtb):
+            raise GraphInputError(f"xtb: a model is listed twice: {self.xtb}")
+        for name in self.xtb:
+            try:
+                parse_xtb_model(name)
+            except ValueError as err:
+                raise GraphInputError(f"xtb: {err}") from None
+        try:
+            import tblite.interface  # noqa: F401
+        except ImportError as err:
+            raise ImportError(
+                f"the xTB features {', '.join(self.xtb)} need tblite: pip install 'graphattn[xtb]'"
+            ) from err
 
     # ----------------------------------------------------------------- feature names
     @property
@@ -370,11 +416,13 @@ class MoleculeFeaturizer:
             ``edge_index`` long ``[2, 2 * num_bonds]`` (columns ``2k`` and ``2k + 1`` are
             the two directions of bond ``k``), ``edge_attr`` float32
             ``[2 * num_bonds, bond_dim]``, ``smiles`` (canonical SMILES, without the
-            hydrogens added by ``add_hs``) and ``num_nodes``.
+            hydrogens added by ``add_hs``) and ``num_nodes``; with ``descriptors`` or
+            ``xtb``, also ``mol_x`` float32 ``[1, mol_dim]`` (see :attr:`mol_feature_names`).
 
         Raises:
             InvalidSmilesError: empty, unparsable or invalid SMILES, or a molecule
                 without atoms.
+            FeaturizationError: the xTB energies failed (no 3D embedding, xTB error).
             TypeError: neither a string nor an RDKit molecule.
         """
         if isinstance(smiles_or_mol, Chem.Mol):
@@ -398,14 +446,47 @@ class MoleculeFeaturizer:
             smiles=canonical,
             num_nodes=x.shape[0],
         )
-        if self.descriptors:
-            data.mol_x = torch.from_numpy(molecule_descriptors(heavy)).unsqueeze(0)
+        columns = [molecule_descriptors(heavy)] if self.descriptors else []
+        if self.xtb:
+            columns.append(self._xtb_energies(smiles_or_mol, canonical))
+        if columns:
+            data.mol_x = torch.from_numpy(np.concatenate(columns)).unsqueeze(0)
         return data
+
+    def _xtb_energies(self, given: str | Chem.Mol, canonical: str) -> np.ndarray:
+        """float32 ``[len(xtb)]`` hydration energies (kcal/mol) of the :attr:`xtb` models."""
+        from graphattn.pretrained.xtb import parse_xtb_model, xtb_hydration_energies
+
+        smiles = given if isinstance(given, str) else canonical
+        models = [parse_xtb_model(name) for name in self.xtb]
+        # The conformer depends on the atom order: embed in canonical order, so that
+        # every way of writing a molecule gets the same energies.
+        canonical_order = Chem.MolFromSmiles(canonical)
+        try:
+            energies = xtb_hydration_energies(canonical_order, models)
+        except (ValueError, RuntimeError) as err:  # no 3D embedding; xTB did not converge
+            raise FeaturizationError(smiles, f"xTB energies failed: {err}") from None
+        values = np.array([energies[m] for m in models], dtype=np.float32)
+        implausible = [
+            f"{n} {v:.4g}" for n, v in zip(self.xtb, values, strict=True) if abs(v) > 200
+        ]
+        if implausible:  # a failed SCF can end with absurd energies instead of an error
+            raise FeaturizationError(
+                smiles, f"xTB gave implausible hydration energies (kcal/mol): {implausible}"
+            )
+        return values
+
+    @property
+    def mol_feature_names(self) -> list[str]:
+        """Names of the columns of ``mol_x``, in order: the RDKit descriptors (with
+        ``descriptors``), then ``xtb:<model>`` for each :attr:`xtb` model."""
+        names = list(DESCRIPTOR_NAMES) if self.descriptors else []
+        return names + [f"xtb:{name}" for name in self.xtb]
 
     @property
     def mol_dim(self) -> int:
-        """Width of ``mol_x`` (0 without descriptors)."""
-        return len(DESCRIPTOR_NAMES) if self.descriptors else 0
+        """Width of ``mol_x`` (0 without descriptors and xTB energies)."""
+        return len(self.mol_feature_names)
 
     def _features(self, mol: Chem.Mol) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``x`` float32 ``[num_atoms, atom_dim]``, ``edge_index`` int64 ``[2, 2 * num_bonds]``

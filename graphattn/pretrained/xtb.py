@@ -1,8 +1,10 @@
-"""Computed hydration energies (GFN2-xTB or GFN1-xTB, implicit water): pretraining labels.
+"""Computed hydration energies (GFN2-xTB or GFN1-xTB, implicit water).
 
-Needs the optional ``tblite`` package (``pip install graphattn[xtb]``); only
-rebuilding the shipped encoder and ``benchmarks/xtb_labels.py`` use it, never training
-or prediction.
+They are the labels of the shipped pretrained encoders and, opt-in, whole-molecule
+inputs (``MoleculeFeaturizer(xtb=...)``). Needs the optional ``tblite`` package
+(``pip install graphattn[xtb]``); the default featurizers and models never use it.
+A model is named ``METHOD/SOLVATION``, e.g. ``GFN1-xTB/alpb``
+(:func:`parse_xtb_model`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ __all__ = [
     "SOLVATION_MODELS",
     "XTB_METHODS",
     "check_xtb_models",
+    "parse_xtb_model",
     "conformer_seeds",
     "corpus_molecule_ok",
     "xtb_hydration_energies",
@@ -69,6 +72,19 @@ def check_xtb_models(models: Sequence[tuple[str, str]]) -> None:
                 f"unknown xTB model {method}/{solvation}: methods are {', '.join(XTB_METHODS)}, "
                 f"solvation models {', '.join(SOLVATION_MODELS)}"
             )
+
+
+def parse_xtb_model(name: str) -> tuple[str, str]:
+    """``"METHOD/SOLVATION"`` (e.g. ``"GFN1-xTB/alpb"``) as a ``(method, solvation)`` pair.
+
+    Raises:
+        ValueError: not of that form, or a method or solvation model tblite lacks.
+    """
+    method, slash, solvation = name.partition("/")
+    if not slash:
+        raise ValueError(f"xTB model {name!r}: expected METHOD/SOLVATION, e.g. GFN1-xTB/alpb")
+    check_xtb_models([(method, solvation)])
+    return method, solvation
 
 
 def xtb_hydration_energies(

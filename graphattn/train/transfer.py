@@ -63,9 +63,10 @@ class PretrainedEncoder:
     def check_featurizer(self, featurizer: dict) -> None:
         """Raise :class:`GraphInputError` unless atoms and bonds are featurized alike.
 
-        Whole-molecule descriptors may differ: only the head reads them.
+        Whole-molecule inputs (descriptors, xTB energies) may differ: only the head
+        reads them.
         """
-        ignore = {"descriptors"}
+        ignore = {"descriptors", "xtb"}
         differ = sorted(
             key
             for key in set(self.featurizer) | set(featurizer)
