@@ -121,7 +121,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         help="molecules: add computed hydration energies (kcal/mol, implicit water minus gas "
         "phase, one conformer) of these xTB models to the whole-molecule inputs, e.g. "
         "GFN1-xTB/alpb GFN1-xTB/gbsa; needs tblite (pip install 'graphattn[xtb]'), about "
-        "0.15 s per molecule for three models, at prediction too; molecules xTB fails on "
+        "0.1 s per molecule for three models, at prediction too; molecules xTB fails on "
         "are skipped",
     )
     p.add_argument(

@@ -254,7 +254,7 @@ class MoleculeFeaturizer:
             energies in kcal/mol (implicit water minus gas phase, on one ETKDG + MMFF
             conformer of seed 0, atoms in canonical order) become ``mol_x`` columns
             ``xtb:<model>`` after the descriptors. Needs ``tblite`` (``pip install
-            'graphattn[xtb]'``) and costs about 0.15 s per molecule for three models. A
+            'graphattn[xtb]'``) and costs about 0.1 s per molecule for three models. A
             molecule without a 3D embedding, or one xTB fails on, raises
             :class:`FeaturizationError`. (default: ``()``)
         add_hs (bool): add every hydrogen as an explicit node (``Chem.AddHs``). By
