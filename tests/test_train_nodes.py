@@ -173,3 +173,11 @@ def test_an_empty_graph_is_refused_by_name():
     masks = {part: torch.zeros(0, dtype=torch.bool) for part in ("train", "val", "test")}
     with pytest.raises(GraphInputError, match="the graph has no nodes"):
         train_node_model(empty, masks, progress=False)
+
+
+def test_the_cli_offers_exactly_the_delimiters_node_training_understands():
+    # the CLI lists the words without importing the trainer (a fast --help); keep them equal
+    from graphattn.cli.main import DELIMITERS
+    from graphattn.train.nodes import CLI_DELIMITERS
+
+    assert sorted(DELIMITERS) == sorted(CLI_DELIMITERS)
