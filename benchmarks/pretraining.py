@@ -59,7 +59,7 @@ from rdkit import RDConfig
 from graphattn.datasets.molecules import MoleculeCSV, dataset_featurizer, load_molecule_dataset
 from graphattn.featurize.descriptors import DESCRIPTOR_NAMES, molecule_descriptors
 from graphattn.featurize.molecule import InvalidSmilesError, MoleculeFeaturizer, parse_smiles
-from graphattn.pretrained.xtb import corpus_molecule_ok, xtb_hydration_energies
+from graphattn.pretrained.xtb import PLAUSIBLE_KCAL, corpus_molecule_ok, xtb_hydration_energies
 from graphattn.train.molecules import (
     DATASET_DEFAULTS,
     MoleculeTrainConfig,
@@ -124,7 +124,7 @@ def _xtb_labels(job: tuple[str, list[tuple[str, str]]]) -> list[float] | None:
     except (ValueError, RuntimeError):  # no 3D embedding; xTB did not converge
         return None
     labels = [values[m] for m in models]
-    return labels if all(abs(v) < 200 for v in labels) else None  # absurd = failed
+    return labels if all(abs(v) < PLAUSIBLE_KCAL for v in labels) else None  # absurd: failed
 
 
 def read_xtb_labels(paths: list[Path], columns: list[str]) -> dict[str, list[float]]:

@@ -253,7 +253,7 @@ def _train_molecules(args: argparse.Namespace) -> int:
         featurizer = MoleculeFeaturizer(
             descriptors=not args.no_descriptors,
             contributions=args.atom_contributions,
-            xtb=tuple(args.xtb_energies),
+            xtb=args.xtb_energies,
         )
         dataset = MoleculeCSV(
             args.csv,

@@ -285,6 +285,7 @@ class MoleculeFeaturizer:
     num_hs_values: tuple[int, ...] = (0, 1, 2, 3, 4)
     hybridizations: tuple[str, ...] = ("SP", "SP2", "SP3", "SP3D", "SP3D2")
     _encoders: tuple[_OneHotEncoder, _OneHotEncoder] = field(init=False, repr=False, compare=False)
+    _xtb_models: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("elements", "degrees", "formal_charges", "num_hs_values", "hybridizations"):
@@ -303,7 +304,7 @@ class MoleculeFeaturizer:
             raise GraphInputError(
                 f"hybridizations: unknown names {unknown}; known: {sorted(_HYBRIDIZATION_CODES)}"
             )
-        self._check_xtb()
+        object.__setattr__(self, "_xtb_models", self._check_xtb())
         hybridization_codes = [_HYBRIDIZATION_CODES[name] for name in self.hybridizations]
         # (raw property column, on, codes): see _atom_properties and _bond_properties.
         blocks = [
@@ -323,27 +324,28 @@ class MoleculeFeaturizer:
         )
         object.__setattr__(self, "_encoders", (atom_encoder, bond_encoder))
 
-    def _check_xtb(self) -> None:
-        """Refuse unknown or repeated xTB models, and xTB models without tblite."""
+    def _check_xtb(self) -> tuple[tuple[str, str], ...]:
+        """The :attr:`xtb` models as ``(method, solvation)`` pairs, after refusing unknown
+        or repeated ones, and xTB models without tblite."""
         object.__setattr__(self, "xtb", tuple(self.xtb))
         if not self.xtb:
-            return
+            return ()
         # imported here: graphattn.pretrained imports graphattn.datasets, which imports this
         from graphattn.pretrained.xtb import parse_xtb_model
 
         if len(set(self.xtb)) != len(self.xtb):
             raise GraphInputError(f"xtb: a model is listed twice: {self.xtb}")
-        for name in self.xtb:
-            try:
-                parse_xtb_model(name)
-            except ValueError as err:
-                raise GraphInputError(f"xtb: {err}") from None
+        try:
+            models = tuple(parse_xtb_model(name) for name in self.xtb)
+        except ValueError as err:
+            raise GraphInputError(f"xtb: {err}") from None
         try:
             import tblite.interface  # noqa: F401
         except ImportError as err:
             raise ImportError(
                 f"the xTB features {', '.join(self.xtb)} need tblite: pip install 'graphattn[xtb]'"
             ) from err
+        return models
 
     # ----------------------------------------------------------------- feature names
     @property
@@ -455,10 +457,10 @@ class MoleculeFeaturizer:
 
     def _xtb_energies(self, given: str | Chem.Mol, canonical: str) -> np.ndarray:
         """float32 ``[len(xtb)]`` hydration energies (kcal/mol) of the :attr:`xtb` models."""
-        from graphattn.pretrained.xtb import parse_xtb_model, xtb_hydration_energies
+        from graphattn.pretrained.xtb import PLAUSIBLE_KCAL, xtb_hydration_energies
 
         smiles = given if isinstance(given, str) else canonical
-        models = [parse_xtb_model(name) for name in self.xtb]
+        models = self._xtb_models
         # The conformer depends on the atom order: embed in canonical order, so that
         # every way of writing a molecule gets the same energies.
         canonical_order = Chem.MolFromSmiles(canonical)
@@ -468,9 +470,9 @@ class MoleculeFeaturizer:
             raise FeaturizationError(smiles, f"xTB energies failed: {err}") from None
         values = np.array([energies[m] for m in models], dtype=np.float32)
         implausible = [
-            f"{n} {v:.4g}" for n, v in zip(self.xtb, values, strict=True) if abs(v) > 200
+            f"{n} {v:.4g}" for n, v in zip(self.xtb, values, strict=True) if abs(v) > PLAUSIBLE_KCAL
         ]
-        if implausible:  # a failed SCF can end with absurd energies instead of an error
+        if implausible:
             raise FeaturizationError(
                 smiles, f"xTB gave implausible hydration energies (kcal/mol): {implausible}"
             )

@@ -17,6 +17,7 @@ from rdkit.Chem import AllChem
 
 __all__ = [
     "HARTREE_TO_KCAL",
+    "PLAUSIBLE_KCAL",
     "SOLVATION_MODELS",
     "XTB_METHODS",
     "check_xtb_models",
@@ -30,6 +31,9 @@ __all__ = [
 HARTREE_TO_KCAL = 627.509474
 _ANGSTROM_TO_BOHR = 1 / 0.52917721067
 MAX_HEAVY_ATOMS = 40
+# no hydration energy comes near this (FreeSolv spans -26 to +4 kcal/mol); a failed
+# SCF can end with such an energy instead of an error
+PLAUSIBLE_KCAL = 200.0
 XTB_METHODS = ("GFN2-xTB", "GFN1-xTB")
 # tblite's implicit-solvent models with parameters for water (per method)
 SOLVATION_MODELS = ("alpb", "gbsa")
