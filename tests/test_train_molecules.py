@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
+import resource
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from graphattn.featurize.molecule import MoleculeFeaturizer
 from graphattn.train.checkpoint import load_checkpoint
 from graphattn.train.molecules import (
     MoleculeTrainConfig,
+    default_workers,
     load_molecule_model,
     predict_molecules,
     train_molecule_model,
@@ -252,6 +255,43 @@ def test_an_ensemble_averages_its_members_and_round_trips(tmp_path):
         torch.testing.assert_close(loaded(batch), ensemble(batch))
 
 
+def test_members_trained_in_processes_equal_those_trained_alone_with_one_thread(tmp_path):
+    dataset = MoleculeCSV(write_alcohols(tmp_path / "m.csv"), target_cols=["y"])
+    config = MoleculeTrainConfig(epochs=3, ensemble=3, model={"hidden": 16, "layers": 1})
+    in_processes = train_molecule_model(dataset, replace(config, workers=2), progress=False)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # what each worker process does
+    try:
+        alone = train_molecule_model(dataset, config, progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    assert in_processes["ensemble_size"] == 3 and in_processes["config"]["workers"] == 2
+    assert in_processes["best_epoch"] == alone["best_epoch"]
+    pairs = zip(in_processes["model"].members, alone["model"].members, strict=True)
+    for parallel, sequential in pairs:
+        for (name, a), (_, b) in zip(
+            parallel.state_dict().items(), sequential.state_dict().items(), strict=True
+        ):
+            assert torch.equal(a, b), name
+
+
+def test_an_error_in_a_worker_process_reaches_the_caller(tmp_path):
+    # 1,200 molecules: enough tensors that sending them one file descriptor each (what
+    # torch's multiprocessing pickler does) would exceed the usual limit of 1,024
+    rows = "".join(f"{'C' * (i % 12 + 1)}O,{i}\n" for i in range(1200))
+    (tmp_path / "m.csv").write_text("smiles,y\n" + rows)
+    featurizer = MoleculeFeaturizer(descriptors=False)
+    dataset = MoleculeCSV(tmp_path / "m.csv", target_cols=["y"], featurizer=featurizer)
+    config = MoleculeTrainConfig(epochs=1, ensemble=2, workers=2, lr=-1.0)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, soft), hard))  # workers inherit it
+    try:
+        with pytest.raises(ValueError, match="learning rate"):  # AdamW's check, in a worker
+            train_molecule_model(dataset, config, progress=False)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def test_cli_ensemble_flag_and_its_checks(tmp_path, capsys):
     source = write_alcohols(tmp_path / "m.csv")
     out = tmp_path / "run"
@@ -260,10 +300,22 @@ def test_cli_ensemble_flag_and_its_checks(tmp_path, capsys):
     assert main([*args, *tiny, "--ensemble", "2", "--out", str(out)]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["ensemble_size"] == 2 and metrics["config"]["ensemble"] == 2
+    assert metrics["config"]["workers"] == default_workers(2)  # one process per member
     assert main([*args, *tiny, "--ensemble", "0", "--out", str(tmp_path / "zero")]) != 0
     assert "ensemble must be at least 1 model, got 0" in capsys.readouterr().err
-    with pytest.raises(SystemExit, match="--ensemble applies to molecule training only"):
-        main(["train", "--dataset", "karate", "--ensemble", "2", "--out", str(tmp_path / "k")])
+    assert main([*args, *tiny, "--workers", "0", "--out", str(tmp_path / "w0")]) != 0
+    assert "workers must be at least 1, got 0" in capsys.readouterr().err
+    for flag in ("--ensemble", "--workers"):
+        with pytest.raises(SystemExit, match=f"{flag} applies to molecule training only"):
+            main(["train", "--dataset", "karate", flag, "2", "--out", str(tmp_path / "k")])
+
+
+def test_default_workers_is_one_per_member_up_to_twice_the_cores(monkeypatch):
+    import graphattn.train.molecules as molecules
+
+    for cores, ensemble, expected in ((2, 1, 1), (2, 3, 3), (2, 10, 4), (1, 3, 1), (8, 3, 3)):
+        monkeypatch.setattr(molecules, "usable_cores", lambda cores=cores: cores)
+        assert default_workers(ensemble) == expected, (cores, ensemble)
 
 
 def tiny_config(**changes) -> MoleculeTrainConfig:

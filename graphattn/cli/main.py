@@ -132,6 +132,14 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         "predictions (default: the tuned value; 3 for esol and freesolv, else 1)",
     )
     p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="molecules: train up to N ensemble members at once on the CPU, each in its own "
+        "process with one torch thread (default: one per member, up to twice the usable cores; "
+        "1 on a single core)",
+    )
+    p.add_argument(
         "--init-from",
         metavar="RUN_DIR",
         help="molecules: start from this run's atom/bond encoders and attention layers "
@@ -244,6 +252,7 @@ def _train_molecules(args: argparse.Namespace) -> int:
     from graphattn.train.molecules import (
         MoleculeTrainConfig,
         dataset_train_settings,
+        default_workers,
         train_molecule_model,
     )
 
@@ -289,6 +298,7 @@ def _train_molecules(args: argparse.Namespace) -> int:
         device=args.device,
         **settings,
     )
+    config.workers = default_workers(config.ensemble) if args.workers is None else args.workers
     if args.split_fractions:
         config.fractions = tuple(args.split_fractions)
     metrics = train_molecule_model(
@@ -302,7 +312,7 @@ def _train_molecules(args: argparse.Namespace) -> int:
 def _train_nodes(args: argparse.Namespace) -> int:
     from graphattn.train.nodes import DATASET_DEFAULTS, NodeTrainConfig, train_node_model_cli
 
-    for flag in ("init_from", "ensemble", "xtb_energies"):
+    for flag in ("init_from", "ensemble", "workers", "xtb_energies"):
         if getattr(args, flag) not in (None, []):
             raise SystemExit(f"--{flag.replace('_', '-')} applies to molecule training only")
     settings = dict(DATASET_DEFAULTS.get(args.dataset, {})) if args.edges is None else {}
