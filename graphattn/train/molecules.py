@@ -382,34 +382,38 @@ def train_molecule_model(
     )
     members, history, best_epochs = [], [], []
     start = time.perf_counter()
-    member_setup = (model_config, pretrained, train_descriptors)
+    job = _MembersJob(
+        model_config,
+        pretrained,
+        train_descriptors,
+        parts["train"],
+        parts["val"],
+        scaler,
+        config,
+        metric,
+    )
     workers = min(config.workers, config.ensemble) if device.type == "cpu" else 1
     if workers > 1:
-        job = (member_setup, parts["train"], parts["val"], scaler, config, metric)
         label = f"train {dataset_name} [{config.ensemble} models, {workers} processes]"
         fitted = _fit_members_in_processes(job, workers, label, progress)
     else:
         fitted = []
         for member in range(config.ensemble):
-            model = _new_member(*member_setup, _member_seed(config, member)).to(device)
+            model = job.new_member(member).to(device)
             label = f"train {dataset_name}" + (
                 f" [{member + 1}/{config.ensemble}]" if config.ensemble > 1 else ""
             )
-            fitted.append(
-                (
-                    model,
-                    *_fit(
-                        model,
-                        parts["train"],
-                        eval_loaders["val"],
-                        scaler,
-                        config,
-                        metric,
-                        label,
-                        progress,
-                    ),
-                )
+            history_and_best = _fit(
+                model,
+                parts["train"],
+                eval_loaders["val"],
+                scaler,
+                config,
+                metric,
+                label,
+                progress,
             )
+            fitted.append((model, *history_and_best))
     for member, (model, member_history, best_epoch) in enumerate(fitted):
         members.append(model)
         history += [{**h, "member": member} for h in member_history]
@@ -477,25 +481,29 @@ def usable_cores() -> int:
     return os.cpu_count() or 1
 
 
-def _member_seed(config: MoleculeTrainConfig, member: int) -> int:
-    return config.seed * 1000 + member
+@dataclass
+class _MembersJob:
+    """What training any member of an ensemble needs (sent whole to worker processes)."""
 
+    model_config: MoleculeModelConfig
+    pretrained: PretrainedEncoder | None
+    train_descriptors: torch.Tensor | None
+    train_items: list
+    val_items: list
+    scaler: TargetScaler
+    config: MoleculeTrainConfig
+    metric: str
 
-def _new_member(
-    model_config: MoleculeModelConfig,
-    pretrained: PretrainedEncoder | None,
-    train_descriptors: torch.Tensor | None,
-    seed: int,
-) -> MoleculeModel:
-    """One ensemble member before training: seeded weights, the pretrained encoder if
-    any, and the descriptor standardisation of the training molecules."""
-    seed_everything(seed)
-    model = MoleculeModel(model_config)
-    if pretrained is not None:
-        pretrained.load_into(model)
-    if train_descriptors is not None:
-        model.fit_descriptor_scaler(train_descriptors)
-    return model
+    def new_member(self, member: int) -> MoleculeModel:
+        """Member ``member`` before training: its seeded weights, the pretrained encoder
+        if any, and the descriptor standardisation of the training molecules."""
+        seed_everything(self.config.seed * 1000 + member)
+        model = MoleculeModel(self.model_config)
+        if self.pretrained is not None:
+            self.pretrained.load_into(model)
+        if self.train_descriptors is not None:
+            model.fit_descriptor_scaler(self.train_descriptors)
+        return model
 
 
 def _to_bytes(value) -> bytes:
@@ -514,15 +522,15 @@ def _fit_member_alone(payload: bytes, member: int, reports) -> bytes:
     """Train one member in a worker process (one torch thread); its weights, history
     and best epoch. Each epoch's ``(member, train loss, val metric)`` goes to ``reports``."""
     torch.set_num_threads(1)
-    member_setup, train_items, val_items, scaler, config, metric = _from_bytes(payload)
-    model = _new_member(*member_setup, _member_seed(config, member))
+    job: _MembersJob = _from_bytes(payload)
+    model = job.new_member(member)
     history, best_epoch = _fit(
         model,
-        train_items,
-        DataLoader(val_items, batch_size=256),
-        scaler,
-        config,
-        metric,
+        job.train_items,
+        DataLoader(job.val_items, batch_size=256),
+        job.scaler,
+        job.config,
+        job.metric,
         label="",
         progress=False,
         report=lambda loss, value: reports.put((member, loss, value)),
@@ -531,17 +539,16 @@ def _fit_member_alone(payload: bytes, member: int, reports) -> bytes:
 
 
 def _fit_members_in_processes(
-    job: tuple, workers: int, label: str, progress: bool
+    job: _MembersJob, workers: int, label: str, progress: bool
 ) -> list[tuple[MoleculeModel, list[dict], int]]:
     """Train every ensemble member in ``workers`` fresh processes; one progress bar
     counts the epochs of all of them."""
-    config, metric = job[4], job[5]
     context = multiprocessing.get_context("spawn")  # fork is unsafe once torch has threads
     with context.Manager() as manager, ProcessPoolExecutor(workers, mp_context=context) as pool:
         reports, payload = manager.Queue(), _to_bytes(job)
         futures = [
             pool.submit(_fit_member_alone, payload, member, reports)
-            for member in range(config.ensemble)
+            for member in range(job.config.ensemble)
         ]
         bar = tqdm(desc=label, unit="epoch", disable=not progress)
         while not all(f.done() for f in futures) or not reports.empty():
@@ -551,13 +558,13 @@ def _fit_members_in_processes(
                 continue
             bar.update(1)
             bar.set_postfix(
-                model=member + 1, loss=f"{loss:.4f}", **{f"val_{metric}": f"{value:.4f}"}
+                model=member + 1, loss=f"{loss:.4f}", **{f"val_{job.metric}": f"{value:.4f}"}
             )
         bar.close()
         results = [_from_bytes(f.result()) for f in futures]  # re-raises a worker's error
     fitted = []
     for state, history, best_epoch in results:
-        model = MoleculeModel(job[0][0])
+        model = MoleculeModel(job.model_config)
         model.load_state_dict(state)
         fitted.append((model, history, best_epoch))
     return fitted
