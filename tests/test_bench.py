@@ -597,3 +597,13 @@ def test_plots_leave_out_skipped_failed_and_zero_points_and_say_so() -> None:
     note = left_out_note(left_out)
     assert note == "not shown: 1 skipped, 1 failed, 1 not positive (see bench.md)"
     assert left_out_note({}) == ""
+
+
+def test_usable_cores_is_the_affinity_mask_else_the_cpu_count(monkeypatch) -> None:
+    from graphattn.bench import machine
+
+    monkeypatch.setattr(machine.os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
+    monkeypatch.setattr(machine.os, "cpu_count", lambda: 64)
+    assert machine.usable_cores() == 3  # a process pinned to 3 of 64 cores
+    monkeypatch.delattr(machine.os, "sched_getaffinity")  # macOS, Windows
+    assert machine.usable_cores() == 64

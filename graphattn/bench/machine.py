@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["copy_bandwidth_gb_s", "cpu_model", "describe_machine", "git_commit"]
+__all__ = ["copy_bandwidth_gb_s", "cpu_model", "describe_machine", "git_commit", "usable_cores"]
 
 
 def cpu_model() -> str:
@@ -53,7 +53,9 @@ def git_uncommitted_changes(root: str | Path | None = None) -> bool | None:
     return None if status is None else bool(status.strip())
 
 
-def _usable_cores() -> int | None:
+def usable_cores() -> int | None:
+    """CPU cores this process may run on: its affinity mask where the OS has one, else
+    ``os.cpu_count()`` (None when unknown)."""
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count()
@@ -104,7 +106,7 @@ def describe_machine() -> dict:
         "cpu_model": cpu_model(),
         "logical_cores": os.cpu_count(),
         "physical_cores": psutil.cpu_count(logical=False),
-        "usable_cores": _usable_cores(),
+        "usable_cores": usable_cores(),
         "torch_threads": torch.get_num_threads(),
         "memory_total_bytes": int(memory.total),
         "memory_available_bytes": int(memory.available),

@@ -11,7 +11,6 @@ import csv
 import io
 import logging
 import multiprocessing
-import os
 import queue
 import time
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from torch_geometric.data import Batch
 from torch_geometric.loader import DataLoader
 from tqdm.auto import tqdm
 
+from graphattn.bench.machine import usable_cores
 from graphattn.errors import GraphInputError
 from graphattn.featurize.molecule import MoleculeFeaturizer
 from graphattn.models.molecule import (
@@ -399,21 +399,10 @@ def train_molecule_model(
     else:
         fitted = []
         for member in range(config.ensemble):
-            model = job.new_member(member).to(device)
             label = f"train {dataset_name}" + (
                 f" [{member + 1}/{config.ensemble}]" if config.ensemble > 1 else ""
             )
-            history_and_best = _fit(
-                model,
-                parts["train"],
-                eval_loaders["val"],
-                scaler,
-                config,
-                metric,
-                label,
-                progress,
-            )
-            fitted.append((model, *history_and_best))
+            fitted.append(job.train_member(member, device, eval_loaders["val"], label, progress))
     for member, (model, member_history, best_epoch) in enumerate(fitted):
         members.append(model)
         history += [{**h, "member": member} for h in member_history]
@@ -470,15 +459,8 @@ def default_workers(ensemble: int) -> int:
     for the others. Measured: ESOL's 3 members on 2 cores, 172 s with 3 workers, 207 s
     with 2 (one worker trains two members), 226 s one after another with 2 threads.
     """
-    cores = usable_cores()
-    return 1 if cores == 1 else max(1, min(ensemble, 2 * cores))
-
-
-def usable_cores() -> int:
-    """CPU cores this process may run on (its affinity mask where the OS has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    cores = usable_cores() or 1
+    return 1 if cores == 1 else min(ensemble, 2 * cores)
 
 
 @dataclass
@@ -494,16 +476,36 @@ class _MembersJob:
     config: MoleculeTrainConfig
     metric: str
 
-    def new_member(self, member: int) -> MoleculeModel:
-        """Member ``member`` before training: its seeded weights, the pretrained encoder
-        if any, and the descriptor standardisation of the training molecules."""
+    def train_member(
+        self,
+        member: int,
+        device: torch.device,
+        val_loader: DataLoader,
+        label: str,
+        progress: bool,
+        report: Callable[[float, float], None] | None = None,
+    ) -> tuple[MoleculeModel, list[dict], int]:
+        """Member ``member`` (its own seed; the pretrained encoder if any; the training
+        molecules' descriptor standardisation), trained: ``(model, history, best_epoch)``."""
         seed_everything(self.config.seed * 1000 + member)
         model = MoleculeModel(self.model_config)
         if self.pretrained is not None:
             self.pretrained.load_into(model)
         if self.train_descriptors is not None:
             model.fit_descriptor_scaler(self.train_descriptors)
-        return model
+        model.to(device)
+        history, best_epoch = _fit(
+            model,
+            self.train_items,
+            val_loader,
+            self.scaler,
+            self.config,
+            self.metric,
+            label,
+            progress,
+            report,
+        )
+        return model, history, best_epoch
 
 
 def _to_bytes(value) -> bytes:
@@ -523,14 +525,10 @@ def _fit_member_alone(payload: bytes, member: int, reports) -> bytes:
     and best epoch. Each epoch's ``(member, train loss, val metric)`` goes to ``reports``."""
     torch.set_num_threads(1)
     job: _MembersJob = _from_bytes(payload)
-    model = job.new_member(member)
-    history, best_epoch = _fit(
-        model,
-        job.train_items,
+    model, history, best_epoch = job.train_member(
+        member,
+        torch.device("cpu"),
         DataLoader(job.val_items, batch_size=256),
-        job.scaler,
-        job.config,
-        job.metric,
         label="",
         progress=False,
         report=lambda loss, value: reports.put((member, loss, value)),
