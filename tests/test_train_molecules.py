@@ -255,10 +255,16 @@ def test_an_ensemble_averages_its_members_and_round_trips(tmp_path):
         torch.testing.assert_close(loaded(batch), ensemble(batch))
 
 
-def test_members_trained_in_processes_equal_those_trained_alone_with_one_thread(tmp_path):
+def test_members_trained_in_processes_equal_those_trained_alone_with_one_thread(tmp_path, capsys):
     dataset = MoleculeCSV(write_alcohols(tmp_path / "m.csv"), target_cols=["y"])
-    config = MoleculeTrainConfig(epochs=3, ensemble=3, model={"hidden": 16, "layers": 1})
-    in_processes = train_molecule_model(dataset, replace(config, workers=2), progress=False)
+    config = MoleculeTrainConfig(
+        epochs=6, patience=1, ensemble=3, model={"hidden": 16, "layers": 1}
+    )
+    in_processes = train_molecule_model(dataset, replace(config, workers=2), progress=True)
+    # one bar over all members' epochs; its total shrinks to what early stopping left
+    epochs_run = in_processes["epochs_run"]
+    assert epochs_run < 3 * 6
+    assert f"{epochs_run}/{epochs_run}" in capsys.readouterr().err.split("\r")[-1]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # what each worker process does
     try:

@@ -522,7 +522,8 @@ def _from_bytes(payload: bytes):
 
 def _fit_member_alone(payload: bytes, member: int, reports) -> bytes:
     """Train one member in a worker process (one torch thread); its weights, history
-    and best epoch. Each epoch's ``(member, train loss, val metric)`` goes to ``reports``."""
+    and best epoch. Each epoch's ``(member, train loss, val metric)`` goes to
+    ``reports``, then ``(member, None, epochs run)``."""
     torch.set_num_threads(1)
     job: _MembersJob = _from_bytes(payload)
     model, history, best_epoch = job.train_member(
@@ -533,6 +534,7 @@ def _fit_member_alone(payload: bytes, member: int, reports) -> bytes:
         progress=False,
         report=lambda loss, value: reports.put((member, loss, value)),
     )
+    reports.put((member, None, len(history)))  # done: the epochs it ran
     return _to_bytes((model.state_dict(), history, best_epoch))
 
 
@@ -540,7 +542,7 @@ def _fit_members_in_processes(
     job: _MembersJob, workers: int, label: str, progress: bool
 ) -> list[tuple[MoleculeModel, list[dict], int]]:
     """Train every ensemble member in ``workers`` fresh processes; one progress bar
-    counts the epochs of all of them."""
+    counts the epochs of all of them (its total drops when a member stops early)."""
     context = multiprocessing.get_context("spawn")  # fork is unsafe once torch has threads
     with context.Manager() as manager, ProcessPoolExecutor(workers, mp_context=context) as pool:
         reports, payload = manager.Queue(), _to_bytes(job)
@@ -548,15 +550,25 @@ def _fit_members_in_processes(
             pool.submit(_fit_member_alone, payload, member, reports)
             for member in range(job.config.ensemble)
         ]
-        bar = tqdm(desc=label, unit="epoch", disable=not progress)
+        epochs, members = job.config.epochs, job.config.ensemble
+        bar = tqdm(total=members * epochs, desc=label, unit="epoch", disable=not progress)
+        finished = 0
         while not all(f.done() for f in futures) or not reports.empty():
             try:
                 member, loss, value = reports.get(timeout=0.2)
             except queue.Empty:
                 continue
+            if loss is None:  # member stopped after `value` epochs
+                bar.total -= epochs - value
+                finished += 1
+                bar.set_postfix(done=f"{finished}/{members}")
+                continue
             bar.update(1)
             bar.set_postfix(
-                model=member + 1, loss=f"{loss:.4f}", **{f"val_{job.metric}": f"{value:.4f}"}
+                model=member + 1,
+                done=f"{finished}/{members}",
+                loss=f"{loss:.4f}",
+                **{f"val_{job.metric}": f"{value:.4f}"},
             )
         bar.close()
         results = [_from_bytes(f.result()) for f in futures]  # re-raises a worker's error
