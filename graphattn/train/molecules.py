@@ -215,6 +215,11 @@ def _predict_loader(
     return torch.cat(preds).numpy(), torch.cat(targets).numpy()
 
 
+def _eval_loader(items: list) -> DataLoader:
+    """Batches for evaluation (no shuffling; larger than training batches)."""
+    return DataLoader(items, batch_size=256)
+
+
 def _model_device(model: torch.nn.Module) -> torch.device:
     return next(model.parameters()).device
 
@@ -373,9 +378,7 @@ def train_molecule_model(
     transform = pe_transform(model_config)
     if transform is not None:
         parts = {name: [transform(d.clone()) for d in part] for name, part in parts.items()}
-    eval_loaders = {
-        name: DataLoader(parts[name], batch_size=256) for name in ("train", "val", "test")
-    }
+    eval_loaders = {name: _eval_loader(parts[name]) for name in ("train", "val", "test")}
     metric = _selection_metric(task, part_targets["val"], len(parts["val"]))
     train_descriptors = (
         torch.cat([d.mol_x for d in parts["train"]]) if model_config.mol_dim else None
@@ -529,7 +532,7 @@ def _fit_member_alone(payload: bytes, member: int, reports) -> bytes:
     model, history, best_epoch = job.train_member(
         member,
         torch.device("cpu"),
-        DataLoader(job.val_items, batch_size=256),
+        _eval_loader(job.val_items),
         label="",
         progress=False,
         report=lambda loss, value: reports.put((member, loss, value)),
