@@ -1,7 +1,14 @@
 """Does pretraining the graph encoder on computed labels help small data sets?
 
 1. Corpus: the ~15,000 molecules that ship with RDKit (``Data/NCI/first_5K.smi`` and
-   ``Data/Pains/test_data/wehi_mols.csv``); no labels from any benchmark.
+   ``Data/Pains/test_data/wehi_mols.csv``); no labels from any benchmark. With
+   ``--corpus rdkit+chemicals`` (``--targets xtb`` only) the FreeSolv-like molecules of
+   the PubChem identifier table in the ``chemicals`` package (``pip install
+   chemicals==1.5.2``, MIT) follow them: one fragment, no net charge, only C H N O S P F
+   Cl Br I with at least one carbon, at most as many heavy atoms as FreeSolv's largest,
+   and neither one of FreeSolv's molecules nor one of the RDKit corpus (by InChIKey),
+   in a shuffled order (seed 0). FreeSolv's own molecules are left out so that no test
+   molecule is seen in pretraining, even with a computed label.
 2. Pretraining: ``graphattn train`` on that corpus. The model sees the graph only (no
    descriptor inputs), so it has to learn the targets from structure. ``--targets``:
 
@@ -9,11 +16,13 @@
      :mod:`graphattn.featurize.descriptors` computes them; columns that are constant
      over the corpus dropped), 30 epochs;
    - ``xtb``: the xTB hydration energy (:mod:`graphattn.pretrained.xtb`; needs
-     ``tblite``, about 20 minutes on 2 cores per model, or ``--xtb-labels`` from an
-     earlier run) of the molecules with one fragment, no net charge and at most 40
-     heavy atoms, 60 epochs; one target per ``--xtb-models`` entry. With the default,
-     GFN2-xTB/alpb, this run made the shipped ``xtb-hydration`` encoder that the
-     FreeSolv default starts from (``graphattn/pretrained/``).
+     ``tblite``, about 20 minutes on 2 cores per model for the RDKit corpus and an hour
+     for the chemicals one, or ``--xtb-labels`` from an earlier run) of the molecules
+     with one fragment, no net charge and at most 40 heavy atoms, 60 epochs; one target
+     per ``--xtb-models`` entry. With the default, GFN2-xTB/alpb, this run made the
+     ``xtb-hydration`` encoder; with ``--corpus rdkit+chemicals --pretrain-epochs 30``
+     it made ``xtb-hydration-57k``, the one the FreeSolv default starts from (both
+     ship in ``graphattn/pretrained/``).
 3. Fine-tuning: for each data set and seed, the data set's ``graphattn train``
    defaults trained from scratch and from the pretrained encoder
    (``MoleculeTrainConfig(init_from=...)``), on the same random split.
@@ -25,6 +34,10 @@ Usage::
     python benchmarks/pretraining.py --data-dir ../shared/datasets --threads 1 --seeds 0 1 2 3 4 5
     python benchmarks/pretraining.py --targets xtb --data-dir ../shared/datasets \\
         --seeds 0 1 2 3 4 5 --xtb-labels "$RESULTS/pretraining_xtb/corpus.csv.gz"
+    python benchmarks/pretraining.py --targets xtb --corpus rdkit+chemicals \\
+        --pretrain-epochs 30 --data-dir ../shared/datasets --seeds 0 1 2 3 4 5 \\
+        --xtb-labels "$RESULTS/pretraining_xtb/corpus.csv.gz" \\
+                     "$RESULTS/chedl_xtb_pretraining/chedl_labels.csv.gz"
 
 (``RESULTS=benchmarks/results/targets/freesolv``; leave ``--xtb-labels`` out to recompute.)
 """
@@ -36,7 +49,10 @@ import csv
 import gzip
 import logging
 import os
+import random
 import sys
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +70,7 @@ from _common import (
     write_outputs,
     xtb_model_arg,
 )
-from rdkit import RDConfig
+from rdkit import Chem, RDConfig, rdBase
 
 from graphattn.datasets.molecules import MoleculeCSV, dataset_featurizer, load_molecule_dataset
 from graphattn.featurize.descriptors import DESCRIPTOR_NAMES, molecule_descriptors
@@ -69,6 +85,11 @@ from graphattn.train.molecules import (
 log = logging.getLogger("benchmarks")
 
 CORPUS_FILES = ("NCI/first_5K.smi", "Pains/test_data/wehi_mols.csv")
+CORPUS_CHOICES = ("rdkit", "rdkit+chemicals")
+# the chemicals package's table: PubChem id, CAS, formula, weight, SMILES, InChI, key, names
+CHEMICALS_TABLE = ("Identifiers", "chemical identifiers pubchem large.tsv")
+CHEMICALS_SMILES_FIELD = 4
+FREESOLV_ELEMENTS = frozenset({"H", "C", "N", "O", "S", "P", "F", "Cl", "Br", "I"})
 PRETRAIN = {"batch_size": 64, "warmup_epochs": 2, "fractions": (0.9, 0.05, 0.05)}
 PRETRAIN_EPOCHS = {"descriptors": 30, "xtb": 60}
 XTB_COLUMN = "xtb_hydration"
@@ -85,6 +106,74 @@ def corpus_smiles(limit: int | None) -> list[str]:
             rows = csv.reader(handle, delimiter="\t" if name.endswith(".smi") else ",")
             smiles += [row[0].strip() for row in rows if row]
     return smiles[:limit]
+
+
+def chemicals_table() -> Path:
+    """The PubChem identifier table inside the installed ``chemicals`` package."""
+    try:
+        import chemicals
+    except ImportError:
+        raise SystemExit(
+            "--corpus rdkit+chemicals reads the chemicals package's PubChem table: "
+            "pip install chemicals==1.5.2"
+        ) from None
+    return Path(chemicals.__file__).parent.joinpath(*CHEMICALS_TABLE)
+
+
+def _inchikeys(smiles: Iterable[str]) -> set[str]:
+    """InChIKeys of the SMILES that RDKit parses (the others are left out)."""
+    mols = (Chem.MolFromSmiles(s) for s in smiles)
+    return {Chem.MolToInchiKey(mol) for mol in mols if mol is not None}
+
+
+def _chemicals_reason(mol: Chem.Mol | None, max_heavy_atoms: int) -> str | None:
+    """Why a table molecule is not FreeSolv-like (``None``: it is)."""
+    if mol is None:
+        return "unparsable"
+    if not corpus_molecule_ok(mol):
+        return "not_one_neutral_fragment"
+    symbols = {atom.GetSymbol() for atom in mol.GetAtoms()}
+    if "C" not in symbols or not symbols <= FREESOLV_ELEMENTS:
+        return "other_elements"
+    if mol.GetNumHeavyAtoms() > max_heavy_atoms:
+        return "too_large"
+    return None
+
+
+def chemicals_corpus_smiles(
+    table: Path, freesolv: list[str], corpus: list[str], limit: int | None = None
+) -> tuple[list[str], dict[str, int]]:
+    """The FreeSolv-like molecules of ``table`` (the chemicals package's format) that are
+    neither in ``freesolv`` nor in ``corpus`` (by InChIKey), once each, as canonical
+    SMILES shuffled with seed 0; and how many rows each rule left out."""
+    with rdBase.BlockLogs():  # the table has SMILES RDKit rejects; they are counted
+        return _chemicals_corpus_smiles(table, freesolv, corpus, limit)
+
+
+def _chemicals_corpus_smiles(
+    table: Path, freesolv: list[str], corpus: list[str], limit: int | None
+) -> tuple[list[str], dict[str, int]]:
+    max_heavy_atoms = max(Chem.MolFromSmiles(s).GetNumHeavyAtoms() for s in freesolv)
+    excluded = {"freesolv": _inchikeys(freesolv), "in_corpus": _inchikeys(corpus)}
+    seen: set[str] = set()
+    kept, counts = [], Counter()
+    with open(table, encoding="utf-8") as handle:
+        for line in handle:
+            fields = line.rstrip("\n").split("\t")
+            text = fields[CHEMICALS_SMILES_FIELD] if len(fields) > CHEMICALS_SMILES_FIELD else ""
+            mol = Chem.MolFromSmiles(text) if text else None
+            reason = _chemicals_reason(mol, max_heavy_atoms)
+            if reason is None:
+                key = Chem.MolToInchiKey(mol)
+                reason = next((name for name, keys in excluded.items() if key in keys), None)
+                if reason is None and key in seen:
+                    reason = "duplicate"
+                seen.add(key)
+            if reason is None:
+                kept.append(Chem.MolToSmiles(mol))
+            counts[reason or "kept"] += 1
+    random.Random(0).shuffle(kept)
+    return kept[:limit], {"rows": sum(counts.values()), **counts}
 
 
 def write_corpus(path: Path, smiles: list[str]) -> dict:
@@ -128,17 +217,21 @@ def _xtb_labels(job: tuple[str, list[tuple[str, str]]]) -> list[float] | None:
 
 
 def read_xtb_labels(paths: list[Path], columns: list[str]) -> dict[str, list[float]]:
-    """SMILES -> ``columns`` labels from earlier runs' corpus files (plain or gzipped);
-    each column is read from the first file that has it; SMILES lacking one are left out."""
+    """SMILES -> ``columns`` labels from earlier runs' corpus files (plain or gzipped).
+
+    Each column is read from every file that has it; a SMILES's first value wins, and
+    an empty cell (xTB failed there) is no value. SMILES lacking a column are left out.
+    """
     found: dict[str, dict[str, float]] = {column: {} for column in columns}
     for path in paths:
         opener = gzip.open if str(path).endswith(".gz") else open
         with opener(path, "rt", newline="") as handle:
             reader = csv.DictReader(handle)
-            names = [c for c in columns if c in (reader.fieldnames or ()) and not found[c]]
+            names = [c for c in columns if c in (reader.fieldnames or ())]
             for row in reader:
                 for column in names:
-                    found[column][row["smiles"]] = float(row[column])
+                    if row[column]:
+                        found[column].setdefault(row["smiles"], float(row[column]))
     missing = [column for column in columns if not found[column]]
     if missing:
         raise SystemExit(f"no column {', '.join(missing)} in {', '.join(map(str, paths))}")
@@ -152,9 +245,10 @@ def write_xtb_corpus(
     models: list[tuple[str, str]],
     labels_files: list[Path] | None,
     workers: int,
+    extra: Sequence[str] = (),
 ) -> dict:
     """``smiles`` + the xTB hydration energies (one column per model) of the
-    FreeSolv-like corpus molecules."""
+    FreeSolv-like corpus molecules, then those of ``extra`` (already FreeSolv-like)."""
     kept, unparsable, unlike = [], 0, 0
     for s in smiles:
         try:
@@ -166,6 +260,7 @@ def write_xtb_corpus(
             kept.append(s)
         else:
             unlike += 1
+    kept += list(extra)
     columns = [label_column(m) for m in models]
     if labels_files:
         known = read_xtb_labels(labels_files, columns)
@@ -191,9 +286,24 @@ def pretrain(args: argparse.Namespace, dataset_name: str) -> dict:
     """Write the corpus, train on its labels; the record (run folder, sizes, time)."""
     smoke_size = SMOKE_XTB_MOLECULES if args.targets == "xtb" else SMOKE_MOLECULES
     smiles = corpus_smiles(smoke_size if args.smoke else None)
+    sources = {"rdkit": {"molecules": len(smiles), "files": list(CORPUS_FILES)}}
     if args.targets == "xtb":
+        extra = []
+        if args.corpus == "rdkit+chemicals":
+            freesolv = load_molecule_dataset(
+                "freesolv", data_dir=args.data_dir, featurizer=MoleculeFeaturizer()
+            ).smiles
+            table = args.chemicals_table or chemicals_table()
+            extra, counts = chemicals_corpus_smiles(
+                table, freesolv, smiles, smoke_size if args.smoke else None
+            )
+            sources["chemicals"] = {"molecules": len(extra), "table": table.name, **counts}
+            log.info(
+                "chemicals corpus: %d FreeSolv-like molecules of %d rows",
+                *(len(extra), counts["rows"]),
+            )
         corpus = write_xtb_corpus(
-            args.out / "corpus.csv", smiles, args.xtb_models, args.xtb_labels, args.workers
+            args.out / "corpus.csv", smiles, args.xtb_models, args.xtb_labels, args.workers, extra
         )
     else:
         corpus = write_corpus(args.out / "corpus.csv", smiles)
@@ -216,6 +326,7 @@ def pretrain(args: argparse.Namespace, dataset_name: str) -> dict:
         "targets": args.targets,
         "label_columns": corpus["targets"],
         "corpus_files": list(CORPUS_FILES),
+        "corpus_sources": sources,
         "seed": args.pretrain_seed,
         "molecules": len(dataset),
         "skipped": corpus["unparsable"] + len(dataset.skipped),
@@ -330,6 +441,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="corpus files (.csv or .csv.gz) of earlier xtb runs holding the label columns "
         "(xtb_hydration for GFN2-xTB/alpb, else e.g. xtb_gfn1_gbsa): no recomputing",
     )
+    parser.add_argument(
+        "--corpus",
+        choices=CORPUS_CHOICES,
+        default="rdkit",
+        help="pretraining molecules: RDKit's shipped files, then (--targets xtb) the "
+        "FreeSolv-like molecules of the chemicals package's PubChem table",
+    )
+    parser.add_argument(
+        "--chemicals-table",
+        type=Path,
+        help="that table's file (default: the one inside the installed chemicals package)",
+    )
     parser.add_argument("--workers", type=int, default=2, help="processes computing xTB labels")
     parser.add_argument(
         "--pretrain-seed", type=int, default=0, help="seed of the pretraining split and weights"
@@ -339,11 +462,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.corpus != "rdkit" and args.targets != "xtb":
+        raise SystemExit(f"--corpus {args.corpus} goes with --targets xtb")
     setup(args)
     payload = {
         "complete": False,
         "machine": machine_info(),
-        "settings": {"datasets": args.datasets, "seeds": args.seeds, "smoke": args.smoke},
+        "settings": {
+            "datasets": args.datasets,
+            "seeds": args.seeds,
+            "smoke": args.smoke,
+            "corpus": args.corpus,
+        },
         "runs": [],
     }
     # one featurizer for every data set here (both use the same atom and bond features)

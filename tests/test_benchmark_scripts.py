@@ -129,6 +129,87 @@ def test_several_xtb_models_are_one_label_column_each_read_from_several_files(
         pretraining.write_xtb_corpus(corpus, ["CCO"], [("GFN2-xTB", "gbsa")], [gfn2, gfn1], 1)
 
 
+def _chemicals_row(smiles: str) -> str:
+    """A row of the chemicals package's PubChem table (SMILES in the fifth field)."""
+    return "\t".join(["1", "0-00-0", "formula", "1.0", smiles, "InChI", "KEY", "a name"]) + "\n"
+
+
+CHEMICALS_ROWS = {
+    "C(C)O": "freesolv",  # ethanol, written otherwise than in the FreeSolv list
+    "NCCCCCCO": "kept",
+    "OCCCCCCN": "duplicate",  # the same molecule again
+    "CC(=O)[O-]": "not_one_neutral_fragment",
+    "CCO.C": "not_one_neutral_fragment",
+    "C[Si](C)(C)C": "other_elements",
+    "ClCl": "other_elements",  # no carbon
+    "C" * 25: "too_large",  # FreeSolv's largest: 24 heavy atoms (10 in the stand-in list)
+    "not a smiles": "unparsable",
+    "c1ccccc1": "in_corpus",
+    "ClCCCCCCN": "kept",
+    "OCC(F)CC#N": "kept",
+}
+
+
+def test_chemicals_corpus_keeps_new_freesolv_like_molecules_once(tmp_path, monkeypatch):
+    pretraining = import_script("pretraining", monkeypatch)
+    table = tmp_path / "table.tsv"
+    table.write_text("".join(_chemicals_row(s) for s in CHEMICALS_ROWS) + "short\tline\n")
+    freesolv, corpus = ["CCO", "CCCCCCCCCC"], ["C1=CC=CC=C1", "not parsed"]
+    kept, counts = pretraining.chemicals_corpus_smiles(table, freesolv, corpus)
+    assert sorted(kept) == ["N#CCC(F)CO", "NCCCCCCCl", "NCCCCCCO"]  # canonical SMILES
+    expected = {"rows": len(CHEMICALS_ROWS) + 1, "unparsable": 2}  # the short line too
+    for reason in CHEMICALS_ROWS.values():
+        expected[reason] = expected.get(reason, 0) + (reason != "unparsable")
+    assert counts == expected
+    again, _ = pretraining.chemicals_corpus_smiles(table, freesolv, corpus)
+    assert again == kept  # the shuffle is seeded
+    first, _ = pretraining.chemicals_corpus_smiles(table, freesolv, corpus, limit=1)
+    assert first == kept[:1]
+
+
+def test_xtb_labels_are_merged_over_files_and_empty_cells_are_no_value(tmp_path, monkeypatch):
+    pretraining = import_script("pretraining", monkeypatch)
+    first, second = tmp_path / "first.csv", tmp_path / "second.csv.gz"
+    first.write_text("smiles,xtb_hydration\nCCO,-4.1\nCCN,\n")
+    with gzip.open(second, "wt") as handle:
+        handle.write("smiles,xtb_hydration\nCCO,-9.9\nCCN,-3.9\nC,0.2\n")
+    labels = pretraining.read_xtb_labels([first, second], ["xtb_hydration"])
+    assert labels == {"CCO": [-4.1], "CCN": [-3.9], "C": [0.2]}  # the first value wins
+
+
+def test_xtb_pretraining_on_the_rdkit_and_chemicals_corpus(data_dir, tmp_path):
+    """The rdkit+chemicals corpus from a stand-in table, labels read from files (no xTB)."""
+    table = tmp_path / "table.tsv"
+    table.write_text("".join(_chemicals_row(s) for s in CHEMICALS_ROWS))
+    rdkit_labels = REPO / "benchmarks/results/targets/freesolv/pretraining_xtb/corpus.csv.gz"
+    chemicals_labels = tmp_path / "chemicals_labels.csv"
+    chemicals_labels.write_text(
+        "smiles,xtb_hydration\nNCCCCCCO,-9.5\nNCCCCCCCl,-6.4\nN#CCC(F)CO,\n"
+    )
+    out = tmp_path / "out"
+    payload = run_smoke(
+        "pretraining",
+        data_dir,
+        out,
+        *("--targets", "xtb", "--corpus", "rdkit+chemicals", "--chemicals-table", str(table)),
+        *("--xtb-labels", str(rdkit_labels), str(chemicals_labels)),
+    )
+    pre = payload["pretraining"]
+    assert payload["complete"] and payload["settings"]["corpus"] == "rdkit+chemicals"
+    chemicals = pre["corpus_sources"]["chemicals"]
+    assert chemicals["molecules"] == 3 and chemicals["kept"] == 3
+    rows = (out / "corpus.csv").read_text().splitlines()
+    assert set(rows[-2:]) == {"NCCCCCCO,-9.5000", "NCCCCCCCl,-6.4000"}  # N#CCC(F)CO: no label
+    assert pre["xtb_failed"] >= 1 and len(rows) == pre["molecules"] + 1
+    assert pre["molecules"] > 20 + 2  # the RDKit molecules come first
+
+
+def test_the_chemicals_corpus_goes_with_xtb_targets():
+    result = run_script("pretraining.py", "--corpus", "rdkit+chemicals", "--smoke")
+    assert result.returncode != 0
+    assert "--corpus rdkit+chemicals goes with --targets xtb" in result.stderr
+
+
 def test_xtb_labels_compares_each_model_with_freesolv_experiment(data_dir, tmp_path):
     pytest.importorskip("tblite")
     models = ("GFN2-xTB/alpb", "GFN1-xTB/gbsa")

@@ -126,27 +126,33 @@ def test_cli_init_from(source_run, tmp_path):
         main(["train", "--dataset", "karate", "--init-from", str(out), "--out", str(tmp_path)])
 
 
-# ----------------------------------------------------------- the shipped xtb-hydration encoder
+# ----------------------------------------------------------- the shipped xTB encoders
 
 
-def test_the_shipped_encoder_fits_freesolv_and_is_its_default():
-    from graphattn.datasets.molecules import dataset_featurizer
-    from graphattn.pretrained import pretrained_encoder_path
+def test_freesolv_starts_from_the_larger_corpus_encoder():
     from graphattn.train.molecules import DATASET_DEFAULTS
 
-    assert DATASET_DEFAULTS["freesolv"]["init_from"] == "xtb-hydration"
-    encoder = load_pretrained_encoder("xtb-hydration")
-    assert encoder.source == "xtb-hydration"  # errors name it as the user did
+    assert DATASET_DEFAULTS["freesolv"]["init_from"] == "xtb-hydration-57k"
+
+
+@pytest.mark.parametrize("name", ["xtb-hydration-57k", "xtb-hydration"])
+def test_the_shipped_encoders_fit_freesolv(name):
+    from graphattn.datasets.molecules import dataset_featurizer
+    from graphattn.pretrained import pretrained_encoder_path
+
+    encoder = load_pretrained_encoder(name)
+    assert encoder.source == name  # errors name it as the user did
     assert encoder.architecture["layers"] == 3 and encoder.architecture["hidden"] == 64
     encoder.check_featurizer(dataset_featurizer("freesolv").to_dict())  # raises if not
-    checkpoint = load_checkpoint(pretrained_encoder_path("xtb-hydration"))
+    checkpoint = load_checkpoint(pretrained_encoder_path(name))
     assert checkpoint["target_cols"] == ["xtb_hydration"]
 
 
 def test_a_damaged_or_unknown_shipped_encoder_is_named(monkeypatch):
     import graphattn.pretrained as pretrained
 
-    with pytest.raises(KeyError, match="no shipped encoder named 'nope'; shipped: xtb-hydration"):
+    shipped = "shipped: xtb-hydration-57k, xtb-hydration"
+    with pytest.raises(KeyError, match=f"no shipped encoder named 'nope'; {shipped}"):
         pretrained.pretrained_encoder_path("nope")
     with pytest.raises(FileNotFoundError, match="no shipped encoder of that name .shipped: xtb-h"):
         load_pretrained_encoder("xtb_hydration")  # a typo
@@ -158,7 +164,7 @@ def test_a_damaged_or_unknown_shipped_encoder_is_named(monkeypatch):
 def test_freesolv_defaults_start_from_the_shipped_encoder(tmp_path):
     from graphattn.datasets.molecules import dataset_featurizer
     from graphattn.pretrained import pretrained_encoder_path
-    from graphattn.train.molecules import dataset_train_settings
+    from graphattn.train.molecules import DATASET_DEFAULTS, dataset_train_settings
 
     dataset = MoleculeCSV(
         write_csv(tmp_path / "f.csv", "y", 0.5),
@@ -167,9 +173,8 @@ def test_freesolv_defaults_start_from_the_shipped_encoder(tmp_path):
     )
     settings = {**dataset_train_settings("freesolv"), "epochs": 1, "lr": 0.0, "ensemble": 1}
     metrics = train_molecule_model(dataset, MoleculeTrainConfig(**settings), progress=False)
-    shipped = encoder_tensors(
-        load_checkpoint(pretrained_encoder_path("xtb-hydration"))["state_dict"]
-    )
+    default = DATASET_DEFAULTS["freesolv"]["init_from"]
+    shipped = encoder_tensors(load_checkpoint(pretrained_encoder_path(default))["state_dict"])
     tuned = metrics["model"].state_dict()
     assert set(encoder_tensors(tuned)) == set(shipped)
     for key, value in shipped.items():
@@ -182,10 +187,12 @@ def test_changing_the_encoder_drops_the_default_encoder_with_a_warning(caplog):
     def start(model=None, contributions=False):
         return dataset_train_settings("freesolv", model, contributions)["init_from"]
 
-    assert start({"readout": ["sum"], "hidden": 64, "layers": 3}) == "xtb-hydration"  # fits
+    assert start({"readout": ["sum"], "hidden": 64, "layers": 3}) == "xtb-hydration-57k"  # fits
     with caplog.at_level("WARNING"):
         assert start({"layers": 4}) is None
-    assert "layers differ from the pretrained 'xtb-hydration' encoder of freesolv" in caplog.text
+    assert "layers differ from the pretrained 'xtb-hydration-57k' encoder of freesolv" in (
+        caplog.text
+    )
     assert start({"readout": ["mean", "attention"]}) is None  # pooling with weights
     assert start({"pe": "rw"}) is None
     assert start(contributions=True) is None
@@ -220,10 +227,10 @@ def test_cli_freesolv_uses_the_shipped_encoder_unless_told_otherwise(data_dir, t
     for name, extra in runs.items():
         assert main([*base, *extra, "--out", str(tmp_path / name)]) == 0
         found[name] = json.loads((tmp_path / name / "metrics.json").read_text())["config"]
-    assert found["default"]["init_from"] == "xtb-hydration"
+    assert found["default"]["init_from"] == "xtb-hydration-57k"
     assert found["none"]["init_from"] is None
     assert found["layers"]["init_from"] is None and found["layers"]["model"]["layers"] == 2
-    assert found["same"]["init_from"] == "xtb-hydration"
+    assert found["same"]["init_from"] == "xtb-hydration-57k"
     caplog.clear()
     with caplog.at_level("WARNING"):  # told where to start: no word about the default
         assert (

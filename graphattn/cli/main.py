@@ -144,7 +144,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         metavar="RUN_DIR",
         help="molecules: start from this run's atom/bond encoders and attention layers "
         "(transfer learning; same featurizer needed); the head is trained from scratch. "
-        "A shipped encoder's name also works (default: xtb-hydration for freesolv, unless "
+        "A shipped encoder's name also works (default: xtb-hydration-57k for freesolv, unless "
         "--hidden/--layers/--heads/--atom-contributions change what it fits; a folder of "
         "that name is ./xtb-hydration); 'none': from scratch",
     )

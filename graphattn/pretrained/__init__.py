@@ -1,13 +1,19 @@
 """Graph encoders that ship with graphattn, for transfer learning (``init_from``).
 
-``xtb-hydration``: the FreeSolv default starts from it. The default FreeSolv
-architecture (3 x 64-wide transformer layers, bond features in attention, FreeSolv's
-atom and bond features, no descriptor inputs), trained for 60 epochs to predict the
-GFN2-xTB implicit-solvent hydration energy (ALPB water minus gas phase, one ETKDG +
-MMFF conformer; :mod:`graphattn.pretrained.xtb`) of the RDKit-shipped molecules:
-those with one fragment, no net charge and at most 40 heavy atoms. Computed labels
-only, no experimental value of any benchmark. ``benchmarks/pretraining.py --targets
-xtb`` rebuilds it; README, "Molecules", has the figures.
+Both are the default FreeSolv architecture (3 x 64-wide transformer layers, bond
+features in attention, FreeSolv's atom and bond features, no descriptor inputs) trained
+to predict the GFN2-xTB implicit-solvent hydration energy (ALPB water minus gas phase,
+one ETKDG + MMFF conformer; :mod:`graphattn.pretrained.xtb`) of molecules with one
+fragment and no net charge. Computed labels only, no experimental value of any
+benchmark. ``benchmarks/pretraining.py --targets xtb`` rebuilds them; README,
+"Molecules", has the figures.
+
+- ``xtb-hydration-57k``: the FreeSolv default starts from it. 57,537 molecules: those
+  of ``xtb-hydration`` and 42,975 FreeSolv-like ones (only C H N O S P F Cl Br I, at
+  most 24 heavy atoms, none of FreeSolv's) from the PubChem identifier table of the
+  ``chemicals`` package; 30 epochs (``--corpus rdkit+chemicals --pretrain-epochs 30``).
+- ``xtb-hydration``: 14,562 RDKit-shipped molecules (at most 40 heavy atoms), 60
+  epochs; the FreeSolv default before ``xtb-hydration-57k``.
 """
 
 from __future__ import annotations
@@ -23,6 +29,10 @@ _HERE = Path(__file__).parent
 
 # name -> (file in this folder, sha256 of the file)
 PRETRAINED_ENCODERS: dict[str, tuple[str, str]] = {
+    "xtb-hydration-57k": (
+        "xtb_hydration_57k.pt",
+        "13305fa188228dbdd63bd22e0e915002cc9cab423ca334d981aa8e30e5f20f13",
+    ),
     "xtb-hydration": (
         "xtb_hydration.pt",
         "1194991a22672af3bc4e3adfa9dcc6a7303354538bf51505a95a467404501766",

@@ -72,12 +72,13 @@ log = logging.getLogger(__name__)
 # solubility depends on molecular size, which a sum sees and a mean does not.
 # ESOL and FreeSolv average an ensemble of 3 models: mean validation RMSE 0.524 -> 0.514
 # (ESOL, seeds 0-2) and 0.867 -> 0.837 (FreeSolv, seeds 0-5) against one model.
-# FreeSolv starts from the shipped encoder pretrained on computed (xTB) hydration
-# energies: mean validation RMSE 0.842 -> 0.800 over seeds 0-5 (README, "Molecules").
+# FreeSolv starts from a shipped encoder pretrained on computed (xTB) hydration
+# energies: mean validation RMSE 0.842 -> 0.800 over seeds 0-5 with xtb-hydration
+# (14,562 molecules), and lower again with xtb-hydration-57k (README, "Molecules").
 DATASET_DEFAULTS: dict[str, dict] = {
     "nci-tpsa": {"epochs": 15, "patience": 5, "model": {"readout": ["sum", "mean", "max"]}},
     "esol": {"ensemble": 3, "model": {"readout": ["sum", "mean", "max"]}},
-    "freesolv": {"ensemble": 3, "init_from": "xtb-hydration"},
+    "freesolv": {"ensemble": 3, "init_from": "xtb-hydration-57k"},
 }
 
 

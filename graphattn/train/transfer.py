@@ -8,7 +8,7 @@ which belongs to the new training set) always starts fresh.
 Typical use: train on a large set with cheap or computed labels, then fine-tune on a
 small one (``graphattn train --dataset freesolv --init-from runs/pretrained``). Encoders
 that ship with graphattn (:mod:`graphattn.pretrained`) are named instead of a path:
-the FreeSolv default starts from ``xtb-hydration``.
+the FreeSolv default starts from ``xtb-hydration-57k``.
 """
 
 from __future__ import annotations
