@@ -2,13 +2,13 @@
 
 1. Corpus: the ~15,000 molecules that ship with RDKit (``Data/NCI/first_5K.smi`` and
    ``Data/Pains/test_data/wehi_mols.csv``); no labels from any benchmark. With
-   ``--corpus rdkit+chemicals`` (``--targets xtb`` only) the FreeSolv-like molecules of
-   the PubChem identifier table in the ``chemicals`` package (``pip install
-   chemicals==1.5.2``, MIT) follow them: one fragment, no net charge, only C H N O S P F
-   Cl Br I with at least one carbon, at most as many heavy atoms as FreeSolv's largest,
-   and neither one of FreeSolv's molecules nor one of the RDKit corpus (by InChIKey),
-   in a shuffled order (seed 0). FreeSolv's own molecules are left out so that no test
-   molecule is seen in pretraining, even with a computed label.
+   ``--corpus rdkit+chemicals`` (``--targets xtb`` only) the FreeSolv-like molecules
+   of the PubChem identifier table in the ``chemicals`` package follow them (``pip
+   install 'graphattn[corpus]'``: chemicals 1.5.2, MIT): one fragment, no net charge,
+   only C H N O S P F Cl Br I with at least one carbon, at most as many heavy atoms as
+   FreeSolv's largest, and neither one of FreeSolv's molecules nor one of the RDKit
+   corpus (by InChIKey), in a shuffled order (seed 0). FreeSolv's own molecules are left
+   out so that no test molecule is seen in pretraining, even with a computed label.
 2. Pretraining: ``graphattn train`` on that corpus. The model sees the graph only (no
    descriptor inputs), so it has to learn the targets from structure. ``--targets``:
 
@@ -115,7 +115,7 @@ def chemicals_table() -> Path:
     except ImportError:
         raise SystemExit(
             "--corpus rdkit+chemicals reads the chemicals package's PubChem table: "
-            "pip install chemicals==1.5.2"
+            "pip install 'graphattn[corpus]' (chemicals==1.5.2), or --chemicals-table FILE"
         ) from None
     return Path(chemicals.__file__).parent.joinpath(*CHEMICALS_TABLE)
 

@@ -204,6 +204,13 @@ def test_xtb_pretraining_on_the_rdkit_and_chemicals_corpus(data_dir, tmp_path):
     assert pre["molecules"] > 20 + 2  # the RDKit molecules come first
 
 
+def test_without_the_chemicals_package_the_error_says_what_to_install(monkeypatch):
+    pretraining = import_script("pretraining", monkeypatch)
+    monkeypatch.setitem(sys.modules, "chemicals", None)  # import chemicals fails
+    with pytest.raises(SystemExit, match=r"pip install 'graphattn\[corpus\]'"):
+        pretraining.chemicals_table()
+
+
 def test_the_chemicals_corpus_goes_with_xtb_targets():
     result = run_script("pretraining.py", "--corpus", "rdkit+chemicals", "--smoke")
     assert result.returncode != 0
