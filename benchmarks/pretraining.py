@@ -20,9 +20,9 @@
      for the chemicals one, or ``--xtb-labels`` from an earlier run) of the molecules
      with one fragment, no net charge and at most 40 heavy atoms, 60 epochs; one target
      per ``--xtb-models`` entry. With the default, GFN2-xTB/alpb, this run made the
-     ``xtb-hydration`` encoder; with ``--corpus rdkit+chemicals --pretrain-epochs 30``
-     it made ``xtb-hydration-57k``, the one the FreeSolv default starts from (both
-     ship in ``graphattn/pretrained/``).
+     ``xtb-hydration`` encoder; with ``--corpus rdkit+chemicals`` it made
+     ``xtb-hydration-57k``, the one the FreeSolv default starts from (both ship in
+     ``graphattn/pretrained/``).
 3. Fine-tuning: for each data set and seed, the data set's ``graphattn train``
    defaults trained from scratch and from the pretrained encoder
    (``MoleculeTrainConfig(init_from=...)``), on the same random split.
@@ -35,7 +35,7 @@ Usage::
     python benchmarks/pretraining.py --targets xtb --data-dir ../shared/datasets \\
         --seeds 0 1 2 3 4 5 --xtb-labels "$RESULTS/pretraining_xtb/corpus.csv.gz"
     python benchmarks/pretraining.py --targets xtb --corpus rdkit+chemicals \\
-        --pretrain-epochs 30 --data-dir ../shared/datasets --seeds 0 1 2 3 4 5 \\
+        --data-dir ../shared/datasets --threads 2 --seeds 0 1 2 3 4 5 \\
         --xtb-labels "$RESULTS/pretraining_xtb/corpus.csv.gz" \\
                      "$RESULTS/chedl_xtb_pretraining/chedl_labels.csv.gz"
 
@@ -369,6 +369,13 @@ def fine_tune(args: argparse.Namespace, name: str, init_from: str, payload: dict
             write_outputs(args.out, "pretraining", payload)
 
 
+def _corpus_words(pre: dict) -> str:
+    """Where the pretraining molecules came from, for the markdown."""
+    if "chemicals" not in pre.get("corpus_sources", {}):
+        return "RDKit-shipped molecules"
+    return "RDKit-shipped and chemicals-table molecules"
+
+
 def render_markdown(payload: dict) -> str:
     pre = payload["pretraining"]
     if pre.get("targets", "descriptors") == "xtb":
@@ -400,7 +407,7 @@ def render_markdown(payload: dict) -> str:
         [
             f"# {title} pretraining, then fine-tuning (random 80/10/10 splits)",
             machine_line(payload["machine"], payload["settings"]["smoke"]),
-            f"Pretrained on {pre['molecules']:,} RDKit-shipped molecules "
+            f"Pretrained on {pre['molecules']:,} {_corpus_words(pre)} "
             f"({pre['skipped']} skipped{excluded}) to predict {what}: "
             f"{pre['epochs_run']} epochs, {pre['train_seconds']:.0f} s, "
             f"seed {pre.get('seed', 0)}.",

@@ -202,6 +202,7 @@ def test_xtb_pretraining_on_the_rdkit_and_chemicals_corpus(data_dir, tmp_path):
     assert set(rows[-2:]) == {"NCCCCCCO,-9.5000", "NCCCCCCCl,-6.4000"}  # N#CCC(F)CO: no label
     assert pre["xtb_failed"] >= 1 and len(rows) == pre["molecules"] + 1
     assert pre["molecules"] > 20 + 2  # the RDKit molecules come first
+    assert "RDKit-shipped and chemicals-table molecules" in (out / "pretraining.md").read_text()
 
 
 def test_without_the_chemicals_package_the_error_says_what_to_install(monkeypatch):

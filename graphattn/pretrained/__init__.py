@@ -11,7 +11,7 @@ benchmark. ``benchmarks/pretraining.py --targets xtb`` rebuilds them; README,
 - ``xtb-hydration-57k``: the FreeSolv default starts from it. 57,537 molecules: those
   of ``xtb-hydration`` and 42,975 FreeSolv-like ones (only C H N O S P F Cl Br I, at
   most 24 heavy atoms, none of FreeSolv's) from the PubChem identifier table of the
-  ``chemicals`` package; 30 epochs (``--corpus rdkit+chemicals --pretrain-epochs 30``).
+  ``chemicals`` package; 60 epochs (``--corpus rdkit+chemicals``).
 - ``xtb-hydration``: 14,562 RDKit-shipped molecules (at most 40 heavy atoms), 60
   epochs; the FreeSolv default before ``xtb-hydration-57k``.
 """
@@ -31,7 +31,7 @@ _HERE = Path(__file__).parent
 PRETRAINED_ENCODERS: dict[str, tuple[str, str]] = {
     "xtb-hydration-57k": (
         "xtb_hydration_57k.pt",
-        "13305fa188228dbdd63bd22e0e915002cc9cab423ca334d981aa8e30e5f20f13",
+        "fddadfd463bd37fd40aa598ae8abf3b97e8720d7df050b454a8ab8be878544b6",
     ),
     "xtb-hydration": (
         "xtb_hydration.pt",
