@@ -52,7 +52,7 @@ import os
 import random
 import sys
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -120,12 +120,6 @@ def chemicals_table() -> Path:
     return Path(chemicals.__file__).parent.joinpath(*CHEMICALS_TABLE)
 
 
-def _inchikeys(smiles: Iterable[str]) -> set[str]:
-    """InChIKeys of the SMILES that RDKit parses (the others are left out)."""
-    mols = (Chem.MolFromSmiles(s) for s in smiles)
-    return {Chem.MolToInchiKey(mol) for mol in mols if mol is not None}
-
-
 def _chemicals_reason(mol: Chem.Mol | None, max_heavy_atoms: int) -> str | None:
     """Why a table molecule is not FreeSolv-like (``None``: it is)."""
     if mol is None:
@@ -146,18 +140,16 @@ def chemicals_corpus_smiles(
     """The FreeSolv-like molecules of ``table`` (the chemicals package's format) that are
     neither in ``freesolv`` nor in ``corpus`` (by InChIKey), once each, as canonical
     SMILES shuffled with seed 0; and how many rows each rule left out."""
-    with rdBase.BlockLogs():  # the table has SMILES RDKit rejects; they are counted
-        return _chemicals_corpus_smiles(table, freesolv, corpus, limit)
-
-
-def _chemicals_corpus_smiles(
-    table: Path, freesolv: list[str], corpus: list[str], limit: int | None
-) -> tuple[list[str], dict[str, int]]:
-    max_heavy_atoms = max(Chem.MolFromSmiles(s).GetNumHeavyAtoms() for s in freesolv)
-    excluded = {"freesolv": _inchikeys(freesolv), "in_corpus": _inchikeys(corpus)}
-    seen: set[str] = set()
     kept, counts = [], Counter()
-    with open(table, encoding="utf-8") as handle:
+    with rdBase.BlockLogs(), open(table, encoding="utf-8") as handle:  # bad SMILES: counted
+        freesolv_mols = [Chem.MolFromSmiles(s) for s in freesolv]
+        max_heavy_atoms = max(mol.GetNumHeavyAtoms() for mol in freesolv_mols)
+        corpus_mols = [mol for mol in map(Chem.MolFromSmiles, corpus) if mol is not None]
+        excluded = {  # checked in this order; "duplicate" grows with the kept molecules
+            "freesolv": {Chem.MolToInchiKey(mol) for mol in freesolv_mols},
+            "in_corpus": {Chem.MolToInchiKey(mol) for mol in corpus_mols},
+            "duplicate": set(),
+        }
         for line in handle:
             fields = line.rstrip("\n").split("\t")
             text = fields[CHEMICALS_SMILES_FIELD] if len(fields) > CHEMICALS_SMILES_FIELD else ""
@@ -166,10 +158,8 @@ def _chemicals_corpus_smiles(
             if reason is None:
                 key = Chem.MolToInchiKey(mol)
                 reason = next((name for name, keys in excluded.items() if key in keys), None)
-                if reason is None and key in seen:
-                    reason = "duplicate"
-                seen.add(key)
             if reason is None:
+                excluded["duplicate"].add(key)
                 kept.append(Chem.MolToSmiles(mol))
             counts[reason or "kept"] += 1
     random.Random(0).shuffle(kept)
@@ -286,7 +276,7 @@ def pretrain(args: argparse.Namespace, dataset_name: str) -> dict:
     """Write the corpus, train on its labels; the record (run folder, sizes, time)."""
     smoke_size = SMOKE_XTB_MOLECULES if args.targets == "xtb" else SMOKE_MOLECULES
     smiles = corpus_smiles(smoke_size if args.smoke else None)
-    sources = {"rdkit": {"molecules": len(smiles), "files": list(CORPUS_FILES)}}
+    sources = {"rdkit": {"molecules": len(smiles)}}  # its files: "corpus_files"
     if args.targets == "xtb":
         extra = []
         if args.corpus == "rdkit+chemicals":
