@@ -72,7 +72,13 @@ from _common import (
 )
 from rdkit import Chem, RDConfig, rdBase
 
-from graphattn.datasets.molecules import MoleculeCSV, dataset_featurizer, load_molecule_dataset
+from graphattn.datasets.files import resolve_file
+from graphattn.datasets.molecules import (
+    MOLECULE_DATASETS,
+    MoleculeCSV,
+    dataset_featurizer,
+    load_molecule_dataset,
+)
 from graphattn.featurize.descriptors import DESCRIPTOR_NAMES, molecule_descriptors
 from graphattn.featurize.molecule import InvalidSmilesError, MoleculeFeaturizer, parse_smiles
 from graphattn.pretrained.xtb import PLAUSIBLE_KCAL, corpus_molecule_ok, xtb_hydration_energies
@@ -108,16 +114,31 @@ def corpus_smiles(limit: int | None) -> list[str]:
     return smiles[:limit]
 
 
-def chemicals_table() -> Path:
-    """The PubChem identifier table inside the installed ``chemicals`` package."""
-    try:
-        import chemicals
-    except ImportError:
+def chemicals_table(path: Path | None = None) -> Path:
+    """``path`` (``--chemicals-table``), else the PubChem identifier table inside the
+    installed ``chemicals`` package; exits with a message when the file is not there."""
+    if path is None:
+        try:
+            import chemicals
+        except ImportError:
+            raise SystemExit(
+                "--corpus rdkit+chemicals reads the chemicals package's PubChem table: "
+                "pip install 'graphattn[corpus]' (chemicals==1.5.2), or --chemicals-table FILE"
+            ) from None
+        path = Path(chemicals.__file__).parent.joinpath(*CHEMICALS_TABLE)
+    if not path.is_file():
         raise SystemExit(
-            "--corpus rdkit+chemicals reads the chemicals package's PubChem table: "
-            "pip install 'graphattn[corpus]' (chemicals==1.5.2), or --chemicals-table FILE"
-        ) from None
-    return Path(chemicals.__file__).parent.joinpath(*CHEMICALS_TABLE)
+            f"chemicals table {path} not found: give the PubChem identifier table of the "
+            f"chemicals package ({'/'.join(CHEMICALS_TABLE)} inside it) with --chemicals-table"
+        )
+    return path
+
+
+def dataset_smiles(name: str, data_dir: str | Path | None) -> list[str]:
+    """The SMILES column of a named data set's file, read without featurizing it."""
+    info = MOLECULE_DATASETS[name]
+    with open(resolve_file(name, info.filename, data_dir), newline="", encoding="utf-8") as f:
+        return [row[info.smiles_col].strip() for row in csv.DictReader(f)]
 
 
 def _chemicals_reason(mol: Chem.Mol | None, max_heavy_atoms: int) -> str | None:
@@ -142,7 +163,7 @@ def chemicals_corpus_smiles(
     SMILES shuffled with seed 0; and how many rows each rule left out."""
     kept, counts = [], Counter()
     with rdBase.BlockLogs(), open(table, encoding="utf-8") as handle:  # bad SMILES: counted
-        freesolv_mols = [Chem.MolFromSmiles(s) for s in freesolv]
+        freesolv_mols = [mol for mol in map(Chem.MolFromSmiles, freesolv) if mol is not None]
         max_heavy_atoms = max(mol.GetNumHeavyAtoms() for mol in freesolv_mols)
         corpus_mols = [mol for mol in map(Chem.MolFromSmiles, corpus) if mol is not None]
         excluded = {  # checked in this order; "duplicate" grows with the kept molecules
@@ -280,10 +301,8 @@ def pretrain(args: argparse.Namespace, dataset_name: str) -> dict:
     if args.targets == "xtb":
         extra = []
         if args.corpus == "rdkit+chemicals":
-            freesolv = load_molecule_dataset(
-                "freesolv", data_dir=args.data_dir, featurizer=MoleculeFeaturizer()
-            ).smiles
-            table = args.chemicals_table or chemicals_table()
+            freesolv = dataset_smiles("freesolv", args.data_dir)
+            table = chemicals_table(args.chemicals_table)
             extra, counts = chemicals_corpus_smiles(
                 table, freesolv, smiles, smoke_size if args.smoke else None
             )

@@ -212,6 +212,20 @@ def test_without_the_chemicals_package_the_error_says_what_to_install(monkeypatc
         pretraining.chemicals_table()
 
 
+def test_a_missing_chemicals_table_is_named_in_the_error(tmp_path, monkeypatch):
+    pretraining = import_script("pretraining", monkeypatch)
+    missing = tmp_path / "no_table.tsv"
+    with pytest.raises(SystemExit, match=f"chemicals table {missing} not found.*--chemicals-table"):
+        pretraining.chemicals_table(missing)
+
+
+def test_freesolv_smiles_are_read_without_featurizing(data_dir, monkeypatch):
+    pretraining = import_script("pretraining", monkeypatch)
+    smiles = pretraining.dataset_smiles("freesolv", data_dir)
+    assert len(smiles) == 642
+    assert smiles[:2] == ["CN(C)C(=O)c1ccc(cc1)OC", "CS(=O)(=O)Cl"]  # the file's first rows
+
+
 def test_the_chemicals_corpus_goes_with_xtb_targets():
     result = run_script("pretraining.py", "--corpus", "rdkit+chemicals", "--smoke")
     assert result.returncode != 0
