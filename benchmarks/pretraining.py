@@ -83,8 +83,8 @@ from graphattn.featurize.descriptors import DESCRIPTOR_NAMES, molecule_descripto
 from graphattn.featurize.molecule import InvalidSmilesError, MoleculeFeaturizer, parse_smiles
 from graphattn.pretrained.xtb import PLAUSIBLE_KCAL, corpus_molecule_ok, xtb_hydration_energies
 from graphattn.train.molecules import (
-    DATASET_DEFAULTS,
     MoleculeTrainConfig,
+    dataset_train_settings,
     train_molecule_model,
 )
 
@@ -353,7 +353,11 @@ def fine_tune(args: argparse.Namespace, name: str, init_from: str, payload: dict
     dataset = load_molecule_dataset(name, data_dir=args.data_dir, limit=limit)
     for seed in args.seeds:
         for variant, source in (("scratch", None), ("pretrained", init_from)):
-            settings = {**DATASET_DEFAULTS.get(name, {}), "seed": seed, "init_from": source}
+            settings = {
+                **dataset_train_settings(name, scratch=source is None),
+                "seed": seed,
+                "init_from": source,
+            }
             if args.smoke:
                 settings["epochs"] = SMOKE_EPOCHS
             with Timer() as timer:

@@ -199,6 +199,23 @@ def test_changing_the_encoder_drops_the_default_encoder_with_a_warning(caplog):
     assert "init_from" not in dataset_train_settings("esol", {"layers": 4})
 
 
+def test_fine_tuning_without_dropout_goes_with_the_pretrained_start_only():
+    from graphattn.models.molecule import MoleculeModelConfig
+    from graphattn.train.molecules import dataset_train_settings
+
+    default = dataset_train_settings("freesolv")
+    assert default["init_from"] == "xtb-hydration-57k" and default["model"]["dropout"] == 0.0
+    generic = MoleculeModelConfig(atom_dim=1, bond_dim=1).dropout
+    assert generic > 0
+    for scratch in (
+        dataset_train_settings("freesolv", scratch=True),
+        dataset_train_settings("freesolv", {"layers": 4}),  # the encoder no longer fits
+    ):
+        assert scratch["init_from"] is None and "dropout" not in scratch["model"]
+    assert dataset_train_settings("freesolv")["model"]["dropout"] == 0.0  # defaults unchanged
+    assert dataset_train_settings("esol", scratch=True) == dataset_train_settings("esol")
+
+
 def test_a_shipped_name_means_the_shipped_encoder_even_beside_a_folder_of_that_name(
     source_run, tmp_path, monkeypatch
 ):
@@ -231,6 +248,8 @@ def test_cli_freesolv_uses_the_shipped_encoder_unless_told_otherwise(data_dir, t
     assert found["none"]["init_from"] is None
     assert found["layers"]["init_from"] is None and found["layers"]["model"]["layers"] == 2
     assert found["same"]["init_from"] == "xtb-hydration-57k"
+    dropout = {name: config["model"]["dropout"] for name, config in found.items()}
+    assert dropout == {"default": 0.0, "none": 0.1, "layers": 0.1, "same": 0.0}
     caplog.clear()
     with caplog.at_level("WARNING"):  # told where to start: no word about the default
         assert (

@@ -144,9 +144,10 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         metavar="RUN_DIR",
         help="molecules: start from this run's atom/bond encoders and attention layers "
         "(transfer learning; same featurizer needed); the head is trained from scratch. "
-        "A shipped encoder's name also works (default: xtb-hydration-57k for freesolv, unless "
-        "--hidden/--layers/--heads/--atom-contributions change what it fits; a folder of "
-        "that name is ./xtb-hydration); 'none': from scratch",
+        "A shipped encoder's name also works (default: xtb-hydration-57k for freesolv, "
+        "fine-tuned without dropout, unless --hidden/--layers/--heads/--atom-contributions "
+        "change what it fits; a folder of that name is ./xtb-hydration); 'none': from "
+        "scratch",
     )
     p.add_argument("--hidden", type=int)
     p.add_argument("--layers", type=int)
@@ -285,9 +286,10 @@ def _train_molecules(args: argparse.Namespace) -> int:
     architecture = _overrides(args, ("hidden", "layers", "heads"))
     if args.init_from is None:  # the data set's default start, if it fits
         settings = dataset_train_settings(name, architecture, args.atom_contributions)
+    elif args.init_from == "none":
+        settings = dataset_train_settings(name, scratch=True)
     else:
-        settings = dataset_train_settings(name)
-        settings["init_from"] = None if args.init_from == "none" else args.init_from
+        settings = {**dataset_train_settings(name), "init_from": args.init_from}
     settings.update(_overrides(args, ("epochs", "batch_size", "lr", "patience", "ensemble")))
     model = {**settings.pop("model", {}), "mode": args.mode, **architecture}
     config = MoleculeTrainConfig(
