@@ -8,6 +8,7 @@ writing the JSON + markdown outputs. The scripts import this module as ``_common
 from __future__ import annotations
 
 import argparse
+import csv
 import logging
 import math
 import multiprocessing
@@ -20,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from graphattn.datasets.files import resolve_file
+from graphattn.datasets.molecules import MOLECULE_DATASETS
 from graphattn.pretrained.xtb import parse_xtb_model
 from graphattn.train.loop import write_json
 
@@ -66,6 +69,15 @@ def add_common_args(parser: argparse.ArgumentParser, seeds: Sequence[int]) -> No
         "the figures are meaningless",
     )
     parser.add_argument("--out", type=Path, default=Path("bench_out"), help="output folder")
+
+
+def dataset_smiles(name: str, data_dir: str | Path | None) -> list[str]:
+    """The SMILES column of a named molecule data set's file (stripped of surrounding
+    whitespace), read without featurizing it."""
+    info = MOLECULE_DATASETS[name]
+    path = resolve_file(name, info.filename, data_dir)
+    with open(path, newline="", encoding="utf-8") as handle:
+        return [row[info.smiles_col].strip() for row in csv.DictReader(handle)]
 
 
 def xtb_model_arg(text: str) -> tuple[str, str]:

@@ -17,25 +17,17 @@ SMILES; ``from_smiles`` builds integer-coded features and keeps the input string
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import statistics
 import time
 from collections.abc import Callable
 
 import rdkit
+from _common import dataset_smiles
 from torch_geometric.utils import from_smiles
 
 from graphattn.bench.machine import describe_machine
-from graphattn.datasets.files import resolve_file
 from graphattn.featurize.molecule import MoleculeFeaturizer
-
-
-def esol_smiles(data_dir: str | None) -> list[str]:
-    """All SMILES of ESOL, stripped of surrounding whitespace."""
-    path = resolve_file("esol", "delaney-processed.csv", data_dir)
-    with open(path, newline="", encoding="utf-8") as handle:
-        return [row["smiles"].strip() for row in csv.DictReader(handle)]
 
 
 def seconds_per_pass(featurize: Callable[[str], object], smiles: list[str]) -> float:
@@ -53,7 +45,7 @@ def main() -> None:
     args = parser.parse_args()
 
     machine = describe_machine()  # before timing: the load average at the start
-    smiles = esol_smiles(args.data_dir)
+    smiles = dataset_smiles("esol", args.data_dir)
     candidates = {"graphattn": MoleculeFeaturizer(), "pyg_from_smiles": from_smiles}
     times: dict[str, list[float]] = {name: [] for name in candidates}
     for featurize in candidates.values():  # warm-up: imports, caches

@@ -148,7 +148,7 @@ def graphattn_config(
 ) -> MoleculeTrainConfig:
     """``graphattn train --dataset NAME --seed SEED``'s configuration (2 epochs in smoke),
     with the ``model`` and ``train`` overrides of a variant."""
-    scratch = train is not None and "init_from" in train and train["init_from"] is None
+    scratch = "init_from" in (train or {}) and train["init_from"] is None
     settings = {**dataset_train_settings(name, model, contributions, scratch), **(train or {})}
     settings["model"] = {**settings.get("model", {}), **(model or {})}
     if smoke:

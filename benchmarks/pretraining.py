@@ -59,6 +59,7 @@ import numpy as np
 from _common import (
     Timer,
     add_common_args,
+    dataset_smiles,
     finish,
     fmt,
     machine_info,
@@ -72,13 +73,7 @@ from _common import (
 )
 from rdkit import Chem, RDConfig, rdBase
 
-from graphattn.datasets.files import resolve_file
-from graphattn.datasets.molecules import (
-    MOLECULE_DATASETS,
-    MoleculeCSV,
-    dataset_featurizer,
-    load_molecule_dataset,
-)
+from graphattn.datasets.molecules import MoleculeCSV, dataset_featurizer, load_molecule_dataset
 from graphattn.featurize.descriptors import DESCRIPTOR_NAMES, molecule_descriptors
 from graphattn.featurize.molecule import InvalidSmilesError, MoleculeFeaturizer, parse_smiles
 from graphattn.pretrained.xtb import PLAUSIBLE_KCAL, corpus_molecule_ok, xtb_hydration_energies
@@ -132,13 +127,6 @@ def chemicals_table(path: Path | None = None) -> Path:
             f"chemicals package ({'/'.join(CHEMICALS_TABLE)} inside it) with --chemicals-table"
         )
     return path
-
-
-def dataset_smiles(name: str, data_dir: str | Path | None) -> list[str]:
-    """The SMILES column of a named data set's file, read without featurizing it."""
-    info = MOLECULE_DATASETS[name]
-    with open(resolve_file(name, info.filename, data_dir), newline="", encoding="utf-8") as f:
-        return [row[info.smiles_col].strip() for row in csv.DictReader(f)]
 
 
 def _chemicals_reason(mol: Chem.Mol | None, max_heavy_atoms: int) -> str | None:

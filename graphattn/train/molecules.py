@@ -103,23 +103,27 @@ def dataset_train_settings(
     fields of :data:`FINE_TUNING_MODEL` go back to their generic values.
     """
     settings = copy.deepcopy(DATASET_DEFAULTS.get(name, {}))
-    if settings.get("init_from") is not None and scratch:
+    start = settings.get("init_from")
+    if start is not None and (scratch or not _encoder_fits(start, name, model, contributions)):
         settings["init_from"] = None
-    elif settings.get("init_from") is not None and (model or contributions):
-        changed = encoder_changes(load_pretrained_encoder(settings["init_from"]), model or {})
-        changed += ["contributions"] if contributions else []
-        if changed:
-            log.warning(
-                "%s differ from the pretrained %r encoder of %s: training from scratch",
-                ", ".join(changed),
-                *(settings["init_from"], name),
-            )
-            settings["init_from"] = None
-    if settings.get("init_from") is None and name in FINE_TUNING_MODEL:
-        model_settings = settings.get("model", {})
-        for key in FINE_TUNING_MODEL[name]:
-            model_settings.pop(key, None)
+        for key in FINE_TUNING_MODEL.get(name, ()):
+            settings.get("model", {}).pop(key, None)
     return settings
+
+
+def _encoder_fits(start: str, name: str, model: dict | None, contributions: bool) -> bool:
+    """Whether data set ``name``'s default encoder ``start`` fits ``model`` and
+    ``contributions``; a warning names what does not."""
+    if not (model or contributions):
+        return True  # nothing to check (training loads the encoder itself)
+    changed = encoder_changes(load_pretrained_encoder(start), model or {})
+    changed += ["contributions"] if contributions else []
+    if changed:
+        log.warning(
+            "%s differ from the pretrained %r encoder of %s: training from scratch",
+            *(", ".join(changed), start, name),
+        )
+    return not changed
 
 
 @dataclass
