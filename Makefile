@@ -2,12 +2,15 @@
 #   make test   - create the virtual environment, install, run the test suite
 #   make train  - run the main job offline on the embedded default data set
 #
-# torch is installed first from a pinned, overridable spec so that set-up never
-# pulls a multi-GB CUDA build by surprise: `make test TORCH_SPEC=torch==2.14.1`.
+# torch is installed first from a pinned, overridable spec so that no other dependency
+# pulls a different torch: `make test TORCH_SPEC=torch==2.14.1`. Which build pip picks
+# depends on its index (PyPI's Linux default is the multi-GB CUDA build); for the CPU
+# build: `make test TORCH_INDEX=https://download.pytorch.org/whl/cpu`.
 
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?=
 RUN_DIR ?= runs/default
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -17,7 +20,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
 	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -e ".[dev]"
 	touch $@
 

@@ -1,8 +1,9 @@
 """Train a solubility model on ESOL, then predict new molecules (the Python API).
 
-Run: python examples/molecules_solubility.py --data-dir ../shared/datasets
-(the same as `graphattn train --dataset esol` followed by `graphattn predict`; an
-ensemble of 3 models, about 2 minutes on 2 CPU cores).
+Run: python examples/molecules_solubility.py [--data-dir DIR]
+(DIR holds esol/delaney-processed.csv; without it the file is downloaded once into
+datasets/cache/). The same as `graphattn train --dataset esol` followed by
+`graphattn predict`: an ensemble of 3 models, about 2 minutes on 2 CPU cores.
 """
 
 import argparse

@@ -103,6 +103,10 @@ def test_evaluate_refuses_unknown_targets_and_node_models(two_target_run, tmp_pa
     assert code == 2 and "no target(s) ['other']; its targets are ['y', 'z']" in (
         capsys.readouterr().err
     )
+    code = main(["evaluate", "--model", str(two_target_run), "--csv", str(source)])
+    err = capsys.readouterr().err
+    assert code == 2 and "missing column(s) ['z']; columns are ['smiles', 'y']" in err
+    assert "--target-col COLUMN=TARGET" in err  # says how to read a target from another column
     karate = tmp_path / "karate"
     assert main(["train", "--dataset", "karate", "--epochs", "2", "--out", str(karate),
                  "--no-progress"]) == 0  # fmt: skip

@@ -153,7 +153,9 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--layers", type=int)
     p.add_argument("--heads", type=int)
     _add_device(p)
-    p.add_argument("--out", type=Path, default=Path("runs/latest"), help="run folder")
+    p.add_argument(
+        "--out", type=Path, default=Path("runs/latest"), help="run folder (default: runs/latest)"
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -431,7 +433,10 @@ def _evaluated_columns(
         )
     missing = [c for c in chosen.values() if c not in header]
     if missing:
-        raise GraphInputError(f"{path}: missing column(s) {missing}; columns are {header}")
+        raise GraphInputError(
+            f"{path}: missing column(s) {missing}; columns are {header} (the model's "
+            f"targets are {targets}; --target-col COLUMN=TARGET reads a target from COLUMN)"
+        )
     return chosen
 
 

@@ -19,7 +19,7 @@ whole connected fragment, so every atom of that fragment gets charge 0 (and so d
 partial-charge descriptors of ``mol_x``).
 
 They are off by default: on ESOL and FreeSolv, where the model already gets RDKit's
-whole-molecule descriptors, they gave no measured gain (README, "Molecules").
+whole-molecule descriptors, they gave no measured gain (`benchmarks/molecules.md`).
 """
 
 from __future__ import annotations

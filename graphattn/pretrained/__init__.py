@@ -5,8 +5,8 @@ features in attention, FreeSolv's atom and bond features, no descriptor inputs) 
 to predict the GFN2-xTB implicit-solvent hydration energy (ALPB water minus gas phase,
 one ETKDG + MMFF conformer; :mod:`graphattn.pretrained.xtb`) of molecules with one
 fragment and no net charge. Computed labels only, no experimental value of any
-benchmark. ``benchmarks/pretraining.py --targets xtb`` rebuilds them; README,
-"Molecules", has the figures.
+benchmark. ``benchmarks/pretraining.py --targets xtb`` rebuilds them;
+``benchmarks/molecules.md`` has the figures.
 
 - ``xtb-hydration-57k``: the FreeSolv default starts from it. 57,537 molecules: those
   of ``xtb-hydration`` and 42,975 FreeSolv-like ones (only C H N O S P F Cl Br I, at

@@ -69,7 +69,7 @@ log = logging.getLogger(__name__)
 # `make train` finishes in a few minutes on 2 CPU cores.
 # Polar surface area is a sum of atom contributions, so its model also pools by sum.
 # ESOL: sum pooling next to mean and max had the lowest mean validation RMSE (0.514 vs
-# 0.533 for mean+max) among 12 configurations tried on seeds 0-2 (README, "Molecules");
+# 0.533 for mean+max) among 12 configurations tried on seeds 0-2 (benchmarks/molecules.md);
 # solubility depends on molecular size, which a sum sees and a mean does not.
 # ESOL and FreeSolv average an ensemble of 3 models: mean validation RMSE 0.524 -> 0.514
 # (ESOL, seeds 0-2) and 0.867 -> 0.837 (FreeSolv, seeds 0-5) against one model.
@@ -78,7 +78,7 @@ log = logging.getLogger(__name__)
 # (14,562 molecules), and 0.799 -> 0.762 on a later day with xtb-hydration-57k (57,537
 # molecules). Fine-tuned without dropout: 0.762 -> 0.732, and 0.011 and 0.020 lower from
 # two encoders of other pretraining seeds; from scratch dropout 0 does worse, so it goes
-# with the pretrained start only (FINE_TUNING_MODEL; README, "Molecules").
+# with the pretrained start only (FINE_TUNING_MODEL; benchmarks/molecules.md).
 DATASET_DEFAULTS: dict[str, dict] = {
     "nci-tpsa": {"epochs": 15, "patience": 5, "model": {"readout": ["sum", "mean", "max"]}},
     "esol": {"ensemble": 3, "model": {"readout": ["sum", "mean", "max"]}},

@@ -170,8 +170,9 @@ def train_node_model(
         masks: ``{"train", "val", "test"}`` boolean ``[N]`` masks (disjoint), or the
             ``(train, val, test)`` tuple of :func:`~graphattn.splits.nodes.node_split_masks`.
         config: training settings.
-        run_dir: folder for ``model.pt``, ``metrics.json``, ``predictions.csv``,
-            ``confusion_matrix.png``, ``learning_curve.png``, ``graph.png``.
+        run_dir: folder for ``model.pt``, ``metrics.json``, ``history.json``,
+            ``predictions.csv``, ``confusion_matrix.png``, ``graph.png`` and, with a
+            validation set, ``learning_curve.png``.
         dataset_name: recorded in ``metrics.json``.
         progress: show a progress bar.
 
