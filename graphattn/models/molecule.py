@@ -39,7 +39,11 @@ class MoleculeModelConfig:
         layers: number of :class:`GraphTransformerLayer` blocks.
         heads: attention heads per layer.
         ffn_ratio: feed-forward width as a multiple of C.
-        dropout: dropout inside the layers and the head.
+        dropout: dropout inside the layers and the head. With a ``max`` readout it is
+            not neutral at evaluation: noise raises the per-atom maxima during training,
+            so the head is fitted to larger maxima than it sees in eval mode. It still
+            wins on small data sets (ESOL, FreeSolv); on large corpora try 0
+            (``benchmarks/molecules.md``, "dropout against the max readout").
         readout: poolings to concatenate (``mean``, ``sum``, ``max``, ``attention``).
         norm: ``layer``, ``batch`` or ``none``.
         mode: attention mode (``sparse``, ``dense``, ``auto``).
