@@ -38,6 +38,8 @@ Usage::
         --data-dir ../shared/datasets --threads 2 --seeds 0 1 2 3 4 5 \\
         --xtb-labels "$RESULTS/pretraining_xtb/corpus.csv.gz" \\
                      "$RESULTS/chedl_xtb_pretraining/chedl_labels.csv.gz"
+    # the same with another encoder: --pretrain-model '{"dropout": 0}', or
+    # --pretrain-model '{"hidden": 128}' --pretrain-lr 3e-4
 
 (``RESULTS=benchmarks/results/targets/freesolv``; leave ``--xtb-labels`` out to recompute.)
 """
@@ -47,12 +49,14 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
+import json
 import logging
 import os
 import random
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +80,7 @@ from rdkit import Chem, RDConfig, rdBase
 from graphattn.datasets.molecules import MoleculeCSV, dataset_featurizer, load_molecule_dataset
 from graphattn.featurize.descriptors import DESCRIPTOR_NAMES, molecule_descriptors
 from graphattn.featurize.molecule import InvalidSmilesError, MoleculeFeaturizer, parse_smiles
+from graphattn.models.molecule import MoleculeModelConfig
 from graphattn.pretrained.xtb import PLAUSIBLE_KCAL, corpus_molecule_ok, xtb_hydration_energies
 from graphattn.train.molecules import (
     MoleculeTrainConfig,
@@ -312,7 +317,12 @@ def pretrain(args: argparse.Namespace, dataset_name: str) -> dict:
         featurizer=MoleculeFeaturizer.from_dict(settings),
     )
     epochs = SMOKE_EPOCHS if args.smoke else args.pretrain_epochs or PRETRAIN_EPOCHS[args.targets]
-    config = MoleculeTrainConfig(**{**PRETRAIN, "epochs": epochs, "seed": args.pretrain_seed})
+    overrides = {"model": args.pretrain_model} if args.pretrain_model else {}
+    if args.pretrain_lr is not None:
+        overrides["lr"] = args.pretrain_lr
+    config = MoleculeTrainConfig(
+        **{**PRETRAIN, "epochs": epochs, "seed": args.pretrain_seed, **overrides}
+    )
     run_dir = args.out / "pretrained"
     metrics = train_molecule_model(
         dataset, config, run_dir=run_dir, dataset_name=f"rdkit-{args.targets}", progress=False
@@ -426,6 +436,17 @@ def render_markdown(payload: dict) -> str:
     )
 
 
+def json_object(text: str) -> dict:
+    """A command-line JSON object (``argparse`` type)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"not JSON: {text!r} ({error})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"needs a JSON object of fields, got {text!r}")
+    return value
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_args(parser, seeds=(0, 1, 2))
@@ -465,6 +486,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--pretrain-seed", type=int, default=0, help="seed of the pretraining split and weights"
     )
+    parser.add_argument(
+        "--pretrain-model",
+        type=json_object,
+        default={},
+        metavar="JSON",
+        help="MoleculeModelConfig fields of the pretrained encoder, e.g. '{\"dropout\": 0}' "
+        "(default: MoleculeModelConfig's)",
+    )
+    parser.add_argument(
+        "--pretrain-lr", type=float, help="pretraining learning rate (default 1e-3)"
+    )
     return parser.parse_args(argv)
 
 
@@ -472,6 +504,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.corpus != "rdkit" and args.targets != "xtb":
         raise SystemExit(f"--corpus {args.corpus} goes with --targets xtb")
+    unknown = sorted(set(args.pretrain_model) - {f.name for f in fields(MoleculeModelConfig)})
+    if unknown:  # before the corpus and its labels, which can take an hour
+        raise SystemExit(f"--pretrain-model: no MoleculeModelConfig field(s) {unknown}")
     setup(args)
     payload = {
         "complete": False,
@@ -481,6 +516,8 @@ def main(argv: list[str] | None = None) -> int:
             "seeds": args.seeds,
             "smoke": args.smoke,
             "corpus": args.corpus,
+            "pretrain_model": args.pretrain_model,
+            "pretrain_lr": args.pretrain_lr,
         },
         "runs": [],
     }

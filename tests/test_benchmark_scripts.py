@@ -61,7 +61,13 @@ def test_molecule_targets_records_a_graphattn_variant(data_dir, tmp_path):
 
 
 def test_pretraining_compares_scratch_and_pretrained_starts_on_the_same_split(data_dir, tmp_path):
-    payload = run_smoke("pretraining", data_dir, tmp_path)
+    payload = run_smoke(
+        "pretraining", data_dir, tmp_path, "--pretrain-model", '{"dropout": 0}',
+        "--pretrain-lr", "3e-4",
+    )  # fmt: skip
+    pretrained = json.loads((tmp_path / "pretrained" / "metrics.json").read_text())["config"]
+    assert pretrained["model"]["dropout"] == 0 and pretrained["lr"] == 3e-4
+    assert payload["settings"]["pretrain_model"] == {"dropout": 0}
     assert payload["complete"] and payload["pretraining"]["num_targets"] > 100
     assert (tmp_path / payload["pretraining"]["run_dir"] / "model.pt").is_file()
     assert payload["pretraining"]["run_dir"] == "pretrained"  # relative: the folder can move
@@ -72,6 +78,17 @@ def test_pretraining_compares_scratch_and_pretrained_starts_on_the_same_split(da
         ("pretrained", 0),
     ]
     assert "| freesolv | pretrained |" in (tmp_path / "pretraining.md").read_text()
+
+
+def test_pretraining_refuses_a_bad_encoder_override_before_building_the_corpus(tmp_path):
+    for value, message in (
+        ('{"dropot": 0}', "no MoleculeModelConfig field(s) ['dropot']"),
+        ("[0]", "needs a JSON object of fields"),
+        ("{dropout", "not JSON"),
+    ):
+        result = run_script("pretraining.py", "--pretrain-model", value, "--out", str(tmp_path))
+        assert result.returncode != 0 and message in result.stderr
+    assert not (tmp_path / "corpus.csv").exists()
 
 
 def test_xtb_pretraining_labels_freesolv_like_molecules(data_dir, tmp_path):

@@ -416,6 +416,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+_TARGET_COL_HINT = "--target-col COLUMN=TARGET reads a target from a column named otherwise"
+
+
 def _evaluated_columns(
     path: Path, header: list[str], requested: list[str] | None, targets: list[str]
 ) -> dict[str, str]:
@@ -428,14 +431,13 @@ def _evaluated_columns(
     unknown = [t for t in chosen if t not in targets]
     if unknown:
         raise GraphInputError(
-            f"the model has no target(s) {unknown}; its targets are {targets} (use "
-            "--target-col COLUMN=TARGET for a column named otherwise)"
+            f"the model has no target(s) {unknown}; its targets are {targets} ({_TARGET_COL_HINT})"
         )
     missing = [c for c in chosen.values() if c not in header]
     if missing:
         raise GraphInputError(
             f"{path}: missing column(s) {missing}; columns are {header} (the model's "
-            f"targets are {targets}; --target-col COLUMN=TARGET reads a target from COLUMN)"
+            f"targets are {targets}; {_TARGET_COL_HINT})"
         )
     return chosen
 

@@ -38,12 +38,12 @@ items = [featurizer(row["smiles"]) for row in rows]
 labels = torch.tensor([float(row["xtb_hydration"]) for row in rows])
 mean, std = meta["scaler"]["mean"][0], meta["scaler"]["std"][0]
 dropouts = {name: m for name, m in model.named_modules() if isinstance(m, torch.nn.Dropout)}
+batches = [Batch.from_data_list(items[k : k + 64]) for k in range(0, len(items), 64)]
 
 
 @torch.no_grad()
 def rmse() -> float:
     torch.manual_seed(1)
-    batches = [Batch.from_data_list(items[k : k + 64]) for k in range(0, len(items), 64)]
     pred = torch.cat([model(b) for b in batches]).squeeze(-1) * std + mean
     return math.sqrt(float(((pred - labels) ** 2).mean()))
 
