@@ -15,7 +15,6 @@ With ``--variant '{}'`` it reproduces the defaults (``graphattn train --dataset 
 """
 
 import argparse
-import copy
 import json
 import time
 
@@ -48,7 +47,10 @@ def is_head(name: str) -> bool:
 def fit(model, train_items, val_loader, scaler, config, metric, label, progress, report=None):
     generator = torch.Generator().manual_seed(torch.initial_seed() % 2**63)
     train_loader = DataLoader(
-        train_items, batch_size=config.batch_size, shuffle=True, generator=generator,
+        train_items,
+        batch_size=config.batch_size,
+        shuffle=True,
+        generator=generator,
         drop_last=len(train_items) > config.batch_size,
     )
     named = list(model.named_parameters())
@@ -56,8 +58,11 @@ def fit(model, train_items, val_loader, scaler, config, metric, label, progress,
     head = [p for n, p in named if is_head(n)]
     l2sp = variant.get("l2sp")
     groups = [
-        {"params": encoder, "lr": config.lr * variant.get("encoder_lr", 1.0),
-         "weight_decay": 0.0 if l2sp else config.weight_decay},
+        {
+            "params": encoder,
+            "lr": config.lr * variant.get("encoder_lr", 1.0),
+            "weight_decay": 0.0 if l2sp else config.weight_decay,
+        },
         {"params": head, "lr": config.lr, "weight_decay": config.weight_decay},
     ]
     optimizer = torch.optim.AdamW(groups, lr=config.lr, fused=True)
@@ -65,9 +70,13 @@ def fit(model, train_items, val_loader, scaler, config, metric, label, progress,
     steps = max(1, len(train_loader))
     schedule = warmup_cosine(optimizer, config.warmup_epochs * steps, config.epochs * steps)
     stopper = EarlyStopping(config.patience, higher_is_better=False)
-    averaged = torch.optim.swa_utils.AveragedModel(
-        model, multi_avg_fn=torch.optim.swa_utils.get_ema_multi_avg_fn(variant["ema"])
-    ) if "ema" in variant else None
+    averaged = (
+        torch.optim.swa_utils.AveragedModel(
+            model, multi_avg_fn=torch.optim.swa_utils.get_ema_multi_avg_fn(variant["ema"])
+        )
+        if "ema" in variant
+        else None
+    )
     history = []
     for epoch in range(1, config.epochs + 1):
         model.train()
@@ -81,7 +90,7 @@ def fit(model, train_items, val_loader, scaler, config, metric, label, progress,
             if l2sp:
                 with torch.no_grad():
                     rate = optimizer.param_groups[0]["lr"] * l2sp
-                    for p, p0 in zip(encoder, start_weights):
+                    for p, p0 in zip(encoder, start_weights, strict=True):
                         p.sub_(rate * (p - p0))
             schedule.step()
             if averaged is not None:
@@ -92,8 +101,9 @@ def fit(model, train_items, val_loader, scaler, config, metric, label, progress,
         val_pred, val_y = tm._predict_loader(judged, val_loader, scaler, config.task)
         val_value = tm._validation_value(config.task, metric, val_y, val_pred)
         best = stopper.step(val_value, epoch, judged)
-        history.append({"epoch": epoch, "train_loss": total / count, f"val_{metric}": val_value,
-                        "best": best})
+        history.append(
+            {"epoch": epoch, "train_loss": total / count, f"val_{metric}": val_value, "best": best}
+        )
         if stopper.should_stop:
             break
     stopper.restore(model)
@@ -109,9 +119,14 @@ for seed in args.seeds:
     metrics = tm.train_molecule_model(
         dataset, tm.MoleculeTrainConfig(**settings), dataset_name="freesolv", progress=False
     )
-    runs.append({"seed": seed, "val_rmse": metrics["val"]["rmse"],
-                 "test_rmse": metrics["test"]["rmse"],
-                 "seconds": round(time.perf_counter() - start, 1)})
+    runs.append(
+        {
+            "seed": seed,
+            "val_rmse": metrics["val"]["rmse"],
+            "test_rmse": metrics["test"]["rmse"],
+            "seconds": round(time.perf_counter() - start, 1),
+        }
+    )
     print(json.dumps(runs[-1]), flush=True)
 with open(args.out, "w") as handle:
     json.dump({"variant": variant, "runs": runs}, handle, indent=1)
