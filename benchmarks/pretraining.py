@@ -9,6 +9,10 @@
    FreeSolv's largest, and neither one of FreeSolv's molecules nor one of the RDKit
    corpus (by InChIKey), in a shuffled order (seed 0). FreeSolv's own molecules are left
    out so that no test molecule is seen in pretraining, even with a computed label.
+   ``--corpus rdkit+chemicals+moses`` adds ``--moses-molecules`` (30,000) more chosen by
+   the same rules from the MOSES training set (1.6 million drug-like ZINC molecules, in
+   the ``molsets`` 0.3.1 wheel, MIT: ``pip download molsets==0.3.1 --no-deps``, then
+   ``--moses-file`` the wheel), in a shuffled order (seed 0).
 2. Pretraining: ``graphattn train`` on that corpus. The model sees the graph only (no
    descriptor inputs), so it has to learn the targets from structure. ``--targets``:
 
@@ -54,6 +58,7 @@ import logging
 import os
 import random
 import sys
+import zipfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import fields
@@ -91,10 +96,14 @@ from graphattn.train.molecules import (
 log = logging.getLogger("benchmarks")
 
 CORPUS_FILES = ("NCI/first_5K.smi", "Pains/test_data/wehi_mols.csv")
-CORPUS_CHOICES = ("rdkit", "rdkit+chemicals")
+MOSES_CORPUS = "rdkit+chemicals+moses"
+CORPUS_CHOICES = ("rdkit", "rdkit+chemicals", MOSES_CORPUS)
 # the chemicals package's table: PubChem id, CAS, formula, weight, SMILES, InChI, key, names
 CHEMICALS_TABLE = ("Identifiers", "chemical identifiers pubchem large.tsv")
 CHEMICALS_SMILES_FIELD = 4
+# the MOSES training set inside the molsets wheel, and how many of it to label
+MOSES_TRAIN = "moses/dataset/data/train.csv.gz"
+MOSES_MOLECULES = 30_000
 FREESOLV_ELEMENTS = frozenset({"H", "C", "N", "O", "S", "P", "F", "Cl", "Br", "I"})
 PRETRAIN = {"batch_size": 64, "warmup_epochs": 2, "fractions": (0.9, 0.05, 0.05)}
 PRETRAIN_EPOCHS = {"descriptors": 30, "xtb": 60}
@@ -148,36 +157,105 @@ def _chemicals_reason(mol: Chem.Mol | None, max_heavy_atoms: int) -> str | None:
     return None
 
 
+class _NewFreeSolvLike:
+    """Judges candidate SMILES: FreeSolv-like, and neither one of FreeSolv's molecules,
+    nor one of ``corpus``, nor one already kept (by InChIKey)."""
+
+    def __init__(self, freesolv: list[str], corpus: list[str]) -> None:
+        with rdBase.BlockLogs():  # unparsable SMILES of either list are no molecule
+            freesolv_mols = [mol for mol in map(Chem.MolFromSmiles, freesolv) if mol is not None]
+            corpus_mols = [mol for mol in map(Chem.MolFromSmiles, corpus) if mol is not None]
+            self.excluded = {  # checked in this order; "duplicate" grows with those kept
+                "freesolv": {Chem.MolToInchiKey(mol) for mol in freesolv_mols},
+                "in_corpus": {Chem.MolToInchiKey(mol) for mol in corpus_mols},
+                "duplicate": set(),
+            }
+        self.max_heavy_atoms = max(mol.GetNumHeavyAtoms() for mol in freesolv_mols)
+        self.counts: Counter = Counter()
+
+    def keep(self, smiles: str) -> str | None:
+        """The canonical SMILES if kept, else ``None``; the reason is counted either way.
+        (Call it inside ``rdBase.BlockLogs()``: RDKit logs each unparsable SMILES.)"""
+        mol = Chem.MolFromSmiles(smiles) if smiles else None
+        reason = _chemicals_reason(mol, self.max_heavy_atoms)
+        if reason is None:
+            key = Chem.MolToInchiKey(mol)
+            reason = next((name for name, keys in self.excluded.items() if key in keys), None)
+        self.counts[reason or "kept"] += 1
+        if reason is not None:
+            return None
+        self.excluded["duplicate"].add(key)
+        return Chem.MolToSmiles(mol)
+
+    def summary(self) -> dict[str, int]:
+        return {"rows": sum(self.counts.values()), **self.counts}
+
+
 def chemicals_corpus_smiles(
     table: Path, freesolv: list[str], corpus: list[str], limit: int | None = None
 ) -> tuple[list[str], dict[str, int]]:
     """The FreeSolv-like molecules of ``table`` (the chemicals package's format) that are
     neither in ``freesolv`` nor in ``corpus`` (by InChIKey), once each, as canonical
     SMILES shuffled with seed 0; and how many rows each rule left out."""
-    kept, counts = [], Counter()
-    with rdBase.BlockLogs(), open(table, encoding="utf-8") as handle:  # bad SMILES: counted
-        freesolv_mols = [mol for mol in map(Chem.MolFromSmiles, freesolv) if mol is not None]
-        max_heavy_atoms = max(mol.GetNumHeavyAtoms() for mol in freesolv_mols)
-        corpus_mols = [mol for mol in map(Chem.MolFromSmiles, corpus) if mol is not None]
-        excluded = {  # checked in this order; "duplicate" grows with the kept molecules
-            "freesolv": {Chem.MolToInchiKey(mol) for mol in freesolv_mols},
-            "in_corpus": {Chem.MolToInchiKey(mol) for mol in corpus_mols},
-            "duplicate": set(),
-        }
+    judge, kept = _NewFreeSolvLike(freesolv, corpus), []
+    with rdBase.BlockLogs(), open(table, encoding="utf-8") as handle:
         for line in handle:
             fields = line.rstrip("\n").split("\t")
             text = fields[CHEMICALS_SMILES_FIELD] if len(fields) > CHEMICALS_SMILES_FIELD else ""
-            mol = Chem.MolFromSmiles(text) if text else None
-            reason = _chemicals_reason(mol, max_heavy_atoms)
-            if reason is None:
-                key = Chem.MolToInchiKey(mol)
-                reason = next((name for name, keys in excluded.items() if key in keys), None)
-            if reason is None:
-                excluded["duplicate"].add(key)
-                kept.append(Chem.MolToSmiles(mol))
-            counts[reason or "kept"] += 1
+            smiles = judge.keep(text)
+            if smiles is not None:
+                kept.append(smiles)
     random.Random(0).shuffle(kept)
-    return kept[:limit], {"rows": sum(counts.values()), **counts}
+    return kept[:limit], judge.summary()
+
+
+def check_moses_file(path: Path | None) -> Path:
+    """``path`` if it is a file, else exit saying how to get the MOSES training set."""
+    if path is None or not path.is_file():
+        where = "not given" if path is None else f"{path} not found"
+        raise SystemExit(
+            f"--corpus {MOSES_CORPUS} reads the MOSES training set ({where}): "
+            "pip download molsets==0.3.1 --no-deps -d DIR, then --moses-file "
+            f"DIR/molsets-0.3.1-py3-none-any.whl (or the {MOSES_TRAIN} inside it)"
+        )
+    return path
+
+
+def moses_smiles(path: Path | None) -> list[str]:
+    """The SMILES of the MOSES training set (1,584,663 ZINC molecules), from the
+    ``molsets`` 0.3.1 wheel or from the ``train.csv.gz`` (or ``.csv``) inside it."""
+    path = check_moses_file(path)
+    if path.suffix == ".whl":
+        with zipfile.ZipFile(path) as wheel:
+            if MOSES_TRAIN not in wheel.namelist():
+                raise SystemExit(f"{path} holds no {MOSES_TRAIN}: is it the molsets wheel?")
+            text = gzip.decompress(wheel.read(MOSES_TRAIN)).decode()
+    else:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt") as handle:
+            text = handle.read()
+    rows = text.split()
+    return rows[1:] if rows[:1] == ["SMILES"] else rows
+
+
+def moses_corpus_smiles(
+    path: Path | None, freesolv: list[str], corpus: list[str], limit: int
+) -> tuple[list[str], dict[str, int]]:
+    """``limit`` FreeSolv-like molecules of the MOSES training set that are neither in
+    ``freesolv`` nor in ``corpus``, as canonical SMILES, and how many rows each rule left
+    out. The rows are shuffled (seed 0) and read in that order until ``limit`` are kept:
+    judging all 1.6 million would take RDKit about an hour."""
+    rows = moses_smiles(path)
+    random.Random(0).shuffle(rows)
+    judge, kept = _NewFreeSolvLike(freesolv, corpus), []
+    with rdBase.BlockLogs():
+        for text in rows:
+            smiles = judge.keep(text)
+            if smiles is not None:
+                kept.append(smiles)
+                if len(kept) == limit:
+                    break
+    return kept, judge.summary()
 
 
 def write_corpus(path: Path, smiles: list[str]) -> dict:
@@ -293,7 +371,7 @@ def pretrain(args: argparse.Namespace, dataset_name: str) -> dict:
     sources = {"rdkit": {"molecules": len(smiles)}}  # its files: "corpus_files"
     if args.targets == "xtb":
         extra = []
-        if args.corpus == "rdkit+chemicals":
+        if args.corpus in ("rdkit+chemicals", MOSES_CORPUS):
             freesolv = dataset_smiles("freesolv", args.data_dir)
             table = chemicals_table(args.chemicals_table)
             extra, counts = chemicals_corpus_smiles(
@@ -304,6 +382,16 @@ def pretrain(args: argparse.Namespace, dataset_name: str) -> dict:
                 "chemicals corpus: %d FreeSolv-like molecules of %d rows",
                 *(len(extra), counts["rows"]),
             )
+        if args.corpus == MOSES_CORPUS:
+            limit = smoke_size if args.smoke else args.moses_molecules
+            moses, counts = moses_corpus_smiles(args.moses_file, freesolv, smiles + extra, limit)
+            sources["moses"] = {"molecules": len(moses), **counts}
+            log.info(
+                "MOSES corpus: %d FreeSolv-like molecules of %d rows read",
+                len(moses),
+                counts["rows"],
+            )
+            extra += moses
         corpus = write_xtb_corpus(
             args.out / "corpus.csv", smiles, args.xtb_models, args.xtb_labels, args.workers, extra
         )
@@ -382,9 +470,12 @@ def fine_tune(args: argparse.Namespace, name: str, init_from: str, payload: dict
 
 def _corpus_words(pre: dict) -> str:
     """Where the pretraining molecules came from, for the markdown."""
-    if "chemicals" not in pre.get("corpus_sources", {}):
-        return "RDKit-shipped molecules"
-    return "RDKit-shipped and chemicals-table molecules"
+    sources = pre.get("corpus_sources", {})
+    if "moses" in sources:
+        return "RDKit-shipped, chemicals-table and MOSES molecules"
+    if "chemicals" in sources:
+        return "RDKit-shipped and chemicals-table molecules"
+    return "RDKit-shipped molecules"
 
 
 def render_markdown(payload: dict) -> str:
@@ -482,6 +573,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=Path,
         help="that table's file (default: the one inside the installed chemicals package)",
     )
+    parser.add_argument(
+        "--moses-file",
+        type=Path,
+        help=f"--corpus {MOSES_CORPUS}: the molsets 0.3.1 wheel (pip download molsets==0.3.1 "
+        "--no-deps) or the MOSES train.csv.gz inside it",
+    )
+    parser.add_argument(
+        "--moses-molecules",
+        type=int,
+        default=MOSES_MOLECULES,
+        help="how many FreeSolv-like MOSES molecules to add (default %(default)s)",
+    )
     parser.add_argument("--workers", type=int, default=2, help="processes computing xTB labels")
     parser.add_argument(
         "--pretrain-seed", type=int, default=0, help="seed of the pretraining split and weights"
@@ -507,6 +610,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(args.pretrain_model) - {f.name for f in fields(MoleculeModelConfig)})
     if unknown:  # before the corpus and its labels, which can take an hour
         raise SystemExit(f"--pretrain-model: no MoleculeModelConfig field(s) {unknown}")
+    if args.corpus == MOSES_CORPUS:
+        check_moses_file(args.moses_file)
     setup(args)
     payload = {
         "complete": False,

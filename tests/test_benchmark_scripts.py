@@ -7,10 +7,12 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 
 import numpy as np
 import pytest
 import torch
+from rdkit import Chem
 
 from graphattn.datasets.molecules import load_molecule_dataset
 from graphattn.featurize.molecule import parse_smiles
@@ -220,6 +222,89 @@ def test_xtb_pretraining_on_the_rdkit_and_chemicals_corpus(data_dir, tmp_path):
     assert pre["xtb_failed"] >= 1 and len(rows) == pre["molecules"] + 1
     assert pre["molecules"] > 20 + 2  # the RDKit molecules come first
     assert "RDKit-shipped and chemicals-table molecules" in (out / "pretraining.md").read_text()
+
+
+MOSES_ROWS = {
+    "CCO": "freesolv",
+    "NCCCCCCO": "in_corpus",
+    "OCCCCCCN": "in_corpus",  # the same molecule written otherwise
+    "c1ccccc1": "in_corpus",
+    "CC(=O)[O-]": "not_one_neutral_fragment",
+    "C" * 25: "too_large",
+    "ClCCCCCCN": "kept",
+    "OCC(F)CC#N": "kept",
+    "C=CC(=O)OCC": "kept",
+    "CCOC(=O)C=C": "duplicate",
+}
+
+
+def _write_moses_train(path, rows) -> None:
+    with gzip.open(path, "wt") as handle:
+        handle.write("SMILES\n" + "".join(f"{s}\n" for s in rows))
+
+
+def test_moses_corpus_keeps_new_freesolv_like_molecules_up_to_a_limit(tmp_path, monkeypatch):
+    pretraining = import_script("pretraining", monkeypatch)
+    train, wheel = tmp_path / "train.csv.gz", tmp_path / "molsets-0.3.1-py3-none-any.whl"
+    _write_moses_train(train, MOSES_ROWS)
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.write(train, pretraining.MOSES_TRAIN)
+    freesolv, corpus = ["CCO", "CCCCCCCCCC"], ["C1=CC=CC=C1", "NCCCCCCO"]
+    kept, counts = pretraining.moses_corpus_smiles(train, freesolv, corpus, limit=10)
+    assert sorted(kept) == ["C=CC(=O)OCC", "N#CCC(F)CO", "NCCCCCCCl"]  # canonical SMILES
+    expected = {"rows": len(MOSES_ROWS)}
+    for reason in MOSES_ROWS.values():
+        expected[reason] = expected.get(reason, 0) + 1
+    assert counts == expected
+    assert pretraining.moses_corpus_smiles(wheel, freesolv, corpus, limit=10) == (kept, counts)
+    first, counts = pretraining.moses_corpus_smiles(train, freesolv, corpus, limit=2)
+    assert first == kept[:2] and counts["kept"] == 2  # the same seeded order, read no further
+
+
+def test_the_moses_file_errors_say_how_to_get_it(tmp_path, monkeypatch):
+    pretraining = import_script("pretraining", monkeypatch)
+    how = r"pip download molsets==0\.3\.1 --no-deps -d DIR, then --moses-file"
+    with pytest.raises(SystemExit, match=f"not given.*{how}"):
+        pretraining.moses_smiles(None)
+    missing = tmp_path / "molsets.whl"
+    with pytest.raises(SystemExit, match=f"{missing} not found.*{how}"):
+        pretraining.moses_smiles(missing)
+    with zipfile.ZipFile(missing, "w") as archive:
+        archive.writestr("other/file.txt", "x")
+    with pytest.raises(SystemExit, match="holds no moses/dataset/data/train.csv.gz"):
+        pretraining.moses_smiles(missing)
+    with pytest.raises(SystemExit, match="not given"):  # before any corpus is built
+        pretraining.main(["--targets", "xtb", "--corpus", "rdkit+chemicals+moses"])
+
+
+def test_xtb_pretraining_adds_the_moses_molecules(data_dir, tmp_path):
+    """The rdkit+chemicals+moses corpus from stand-in files, labels read from files."""
+    table, train = tmp_path / "table.tsv", tmp_path / "train.csv.gz"
+    table.write_text(_chemicals_row("NCCCCCCO"))
+    _write_moses_train(train, ["OCCCCCCN", "C=CC(=O)OCC", "Cc1ccc(O)cc1C", "CC(C)(O)CCl", "CCCCOC"])
+    new = [Chem.CanonSmiles(s) for s in ("C=CC(=O)OCC", "CC(C)(O)CCl")]
+    labels = tmp_path / "labels.csv"
+    labels.write_text(f"smiles,xtb_hydration\nNCCCCCCO,-9.5\n{new[0]},-4.0\n{new[1]},-6.0\n")
+    rdkit_labels = REPO / "benchmarks/results/targets/freesolv/pretraining_xtb/corpus.csv.gz"
+    out = tmp_path / "out"
+    payload = run_smoke(
+        "pretraining",
+        data_dir,
+        out,
+        *("--targets", "xtb", "--corpus", "rdkit+chemicals+moses"),
+        *("--chemicals-table", str(table), "--moses-file", str(train)),
+        *("--xtb-labels", str(rdkit_labels), str(labels)),
+    )
+    pre = payload["pretraining"]
+    moses = pre["corpus_sources"]["moses"]
+    assert moses["molecules"] == 3  # OCCCCCCN is the chemicals one, Cc1ccc(O)cc1C FreeSolv's
+    assert moses["in_corpus"] == 1 and moses["freesolv"] == 1
+    rows = (out / "corpus.csv").read_text().splitlines()
+    assert set(rows[-3:]) == {"NCCCCCCO,-9.5000", f"{new[0]},-4.0000", f"{new[1]},-6.0000"}
+    assert pre["xtb_failed"] >= 1  # CCCCOC has no label
+    assert (
+        "RDKit-shipped, chemicals-table and MOSES molecules" in (out / "pretraining.md").read_text()
+    )
 
 
 def test_without_the_chemicals_package_the_error_says_what_to_install(monkeypatch):
