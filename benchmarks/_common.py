@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import logging
 import math
 import multiprocessing
@@ -86,6 +87,17 @@ def xtb_model_arg(text: str) -> tuple[str, str]:
         return parse_xtb_model(text)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from err
+
+
+def json_object(text: str) -> dict:
+    """A command-line JSON object (``argparse`` type)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"not JSON: {text!r} ({error})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"needs a JSON object of fields, got {text!r}")
+    return value
 
 
 def setup(args: argparse.Namespace) -> None:

@@ -40,6 +40,7 @@ from _common import (
     finite_of_seeds,
     fmt,
     fmt_mean_std,
+    json_object,
     machine_info,
     machine_line,
     markdown_table,
@@ -102,13 +103,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument(
         "--model-overrides",
-        type=json.loads,
+        type=json_object,
         default={},
         help="graphattn variant: JSON of MoleculeModelConfig fields, e.g. '{\"layers\": 4}'",
     )
     parser.add_argument(
         "--train-overrides",
-        type=json.loads,
+        type=json_object,
         default={},
         help="graphattn variant: JSON of MoleculeTrainConfig fields (epochs, lr, ...)",
     )

@@ -53,7 +53,6 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
-import json
 import logging
 import os
 import random
@@ -71,6 +70,7 @@ from _common import (
     dataset_smiles,
     finish,
     fmt,
+    json_object,
     machine_info,
     machine_line,
     map_in_processes,
@@ -143,8 +143,8 @@ def chemicals_table(path: Path | None = None) -> Path:
     return path
 
 
-def _chemicals_reason(mol: Chem.Mol | None, max_heavy_atoms: int) -> str | None:
-    """Why a table molecule is not FreeSolv-like (``None``: it is)."""
+def _not_freesolv_like(mol: Chem.Mol | None, max_heavy_atoms: int) -> str | None:
+    """Why a candidate corpus molecule is not FreeSolv-like (``None``: it is)."""
     if mol is None:
         return "unparsable"
     if not corpus_molecule_ok(mol):
@@ -177,7 +177,7 @@ class _NewFreeSolvLike:
         """The canonical SMILES if kept, else ``None``; the reason is counted either way.
         (Call it inside ``rdBase.BlockLogs()``: RDKit logs each unparsable SMILES.)"""
         mol = Chem.MolFromSmiles(smiles) if smiles else None
-        reason = _chemicals_reason(mol, self.max_heavy_atoms)
+        reason = _not_freesolv_like(mol, self.max_heavy_atoms)
         if reason is None:
             key = Chem.MolToInchiKey(mol)
             reason = next((name for name, keys in self.excluded.items() if key in keys), None)
@@ -525,17 +525,6 @@ def render_markdown(payload: dict) -> str:
             ),
         ]
     )
-
-
-def json_object(text: str) -> dict:
-    """A command-line JSON object (``argparse`` type)."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise argparse.ArgumentTypeError(f"not JSON: {text!r} ({error})") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"needs a JSON object of fields, got {text!r}")
-    return value
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -186,6 +186,10 @@ def test_chemicals_corpus_keeps_new_freesolv_like_molecules_once(tmp_path, monke
     assert first == kept[:1]
 
 
+# the RDKit corpus's stored xTB labels: the pretraining smoke runs need no tblite
+RDKIT_XTB_LABELS = REPO / "benchmarks/results/targets/freesolv/pretraining_xtb/corpus.csv.gz"
+
+
 def test_xtb_labels_are_merged_over_files_and_empty_cells_are_no_value(tmp_path, monkeypatch):
     pretraining = import_script("pretraining", monkeypatch)
     first, second = tmp_path / "first.csv", tmp_path / "second.csv.gz"
@@ -200,7 +204,6 @@ def test_xtb_pretraining_on_the_rdkit_and_chemicals_corpus(data_dir, tmp_path):
     """The rdkit+chemicals corpus from a stand-in table, labels read from files (no xTB)."""
     table = tmp_path / "table.tsv"
     table.write_text("".join(_chemicals_row(s) for s in CHEMICALS_ROWS))
-    rdkit_labels = REPO / "benchmarks/results/targets/freesolv/pretraining_xtb/corpus.csv.gz"
     chemicals_labels = tmp_path / "chemicals_labels.csv"
     chemicals_labels.write_text(
         "smiles,xtb_hydration\nNCCCCCCO,-9.5\nNCCCCCCCl,-6.4\nN#CCC(F)CO,\n"
@@ -211,7 +214,7 @@ def test_xtb_pretraining_on_the_rdkit_and_chemicals_corpus(data_dir, tmp_path):
         data_dir,
         out,
         *("--targets", "xtb", "--corpus", "rdkit+chemicals", "--chemicals-table", str(table)),
-        *("--xtb-labels", str(rdkit_labels), str(chemicals_labels)),
+        *("--xtb-labels", str(RDKIT_XTB_LABELS), str(chemicals_labels)),
     )
     pre = payload["pretraining"]
     assert payload["complete"] and payload["settings"]["corpus"] == "rdkit+chemicals"
@@ -285,7 +288,6 @@ def test_xtb_pretraining_adds_the_moses_molecules(data_dir, tmp_path):
     new = [Chem.CanonSmiles(s) for s in ("C=CC(=O)OCC", "CC(C)(O)CCl")]
     labels = tmp_path / "labels.csv"
     labels.write_text(f"smiles,xtb_hydration\nNCCCCCCO,-9.5\n{new[0]},-4.0\n{new[1]},-6.0\n")
-    rdkit_labels = REPO / "benchmarks/results/targets/freesolv/pretraining_xtb/corpus.csv.gz"
     out = tmp_path / "out"
     payload = run_smoke(
         "pretraining",
@@ -293,7 +295,7 @@ def test_xtb_pretraining_adds_the_moses_molecules(data_dir, tmp_path):
         out,
         *("--targets", "xtb", "--corpus", "rdkit+chemicals+moses"),
         *("--chemicals-table", str(table), "--moses-file", str(train)),
-        *("--xtb-labels", str(rdkit_labels), str(labels)),
+        *("--xtb-labels", str(RDKIT_XTB_LABELS), str(labels)),
     )
     pre = payload["pretraining"]
     moses = pre["corpus_sources"]["moses"]
