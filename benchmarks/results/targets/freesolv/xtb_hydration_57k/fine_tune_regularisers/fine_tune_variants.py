@@ -6,34 +6,60 @@ does not have, swapped into ``graphattn.train.molecules._fit``:
 - ``l2sp``: the encoder is pulled toward its pretrained weights (L2-SP, Li et al. 2018)
   instead of toward zero: after each step, w -= lr_t * l2sp * (w - w_pretrained);
 - ``ema``: validation, early stopping and the kept weights use an exponential moving
-  average of the weights with this decay per step.
+  average of the weights with this decay per step;
+- ``cotrain``: co-training on the xTB corpus the encoder was pretrained on. Each FreeSolv
+  batch is paired with ``cotrain_batch`` (32) corpus molecules; a second head, fresh for
+  each model, predicts their standardised xTB hydration energy from the same pooled
+  vector and descriptors, and the loss is ``mse(FreeSolv) + cotrain * mse(xTB)``. The
+  corpus is ``cotrain_molecules`` (20,000) molecules drawn (seed 0) from the 57,537
+  labelled ones, FreeSolv's left out; featurized once and cached at ``--cache``.
 
-    python fine_tune_variants.py --data-dir ../shared/datasets --variant '{"ema": 0.99}' \
+Run from the repository root (the corpus labels are read from benchmarks/results/):
+
+    python benchmarks/results/targets/freesolv/xtb_hydration_57k/fine_tune_regularisers/\
+fine_tune_variants.py --data-dir ../shared/datasets --variant '{"ema": 0.99}' \
         --seeds 0 1 2 3 4 5 --out runs.json
 
 With ``--variant '{}'`` it reproduces the defaults (``graphattn train --dataset freesolv``).
 """
 
 import argparse
+import csv
+import gzip
 import json
+import random
 import time
+from pathlib import Path
 
 import torch
+from torch import nn
+from torch.nn import functional as F
 from torch_geometric.loader import DataLoader
 
 import graphattn.train.molecules as tm
 from graphattn.datasets.molecules import load_molecule_dataset
+from graphattn.errors import GraphInputError
 from graphattn.train.loop import EarlyStopping, warmup_cosine
 from graphattn.train.transfer import _FRESH
 
+RESULTS = Path("benchmarks/results/targets/freesolv")
+XTB_LABELS = [
+    RESULTS / "pretraining_xtb/corpus.csv.gz",
+    RESULTS / "chedl_xtb_pretraining/chedl_labels.csv.gz",
+]
+KEYS = {"encoder_lr", "l2sp", "ema", "cotrain", "cotrain_batch", "cotrain_molecules"}
+
 parser = argparse.ArgumentParser()
 parser.add_argument("--data-dir", required=True)
-parser.add_argument("--variant", default="{}", help="encoder_lr, l2sp, ema (JSON)")
+parser.add_argument("--variant", default="{}", help=f"{', '.join(sorted(KEYS))} (JSON)")
 parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+parser.add_argument("--cache", default="/tmp/cotraining_corpus.pt")
 parser.add_argument("--out", required=True)
 args = parser.parse_args()
 variant = json.loads(args.variant)
-unknown = set(variant) - {"encoder_lr", "l2sp", "ema"}
+if "cotrain" in variant:
+    variant = {"cotrain_batch": 32, "cotrain_molecules": 20000, **variant}
+unknown = set(variant) - KEYS
 if unknown:
     parser.error(f"unknown variant keys {sorted(unknown)}")
 torch.set_num_threads(1)
@@ -42,6 +68,52 @@ torch.set_num_threads(1)
 def is_head(name: str) -> bool:
     """Parameters that start fresh rather than from the pretrained encoder."""
     return name.startswith(_FRESH)
+
+
+def xtb_corpus(featurizer, leave_out: set[str], count: int) -> list:
+    """``count`` featurized corpus molecules with ``y`` = standardised xTB label."""
+    cache = Path(f"{args.cache}.{count}")
+    if cache.exists():
+        return torch.load(cache, weights_only=False)
+    labels: dict[str, float] = {}
+    for path in XTB_LABELS:
+        with gzip.open(path, "rt", newline="") as handle:
+            for row in csv.DictReader(handle):
+                if row["xtb_hydration"]:
+                    labels.setdefault(row["smiles"], float(row["xtb_hydration"]))
+    smiles = sorted(labels)
+    random.Random(0).shuffle(smiles)
+    items = []
+    for s in smiles:
+        try:
+            data = featurizer(s)
+        except GraphInputError:
+            continue
+        if data.smiles in leave_out:
+            continue
+        data.y = torch.tensor([[labels[s]]], dtype=torch.float32)
+        items.append(data)
+        if len(items) == count:
+            break
+    y = torch.cat([d.y for d in items])
+    mean, std = y.mean(), y.std()
+    for d in items:
+        d.y = (d.y - mean) / std
+    torch.save(items, cache)
+    return items
+
+
+def endless(loader):
+    """Batches of ``loader``, reshuffled at each pass, without end."""
+    while True:
+        yield from loader
+
+
+def pooled(model, data) -> torch.Tensor:
+    """The head's input: pooled atom vectors next to the scaled descriptors."""
+    vector = model.readout(model.node_embeddings(data), data.batch, data.num_graphs)
+    scaled = ((data.mol_x - model.mol_mean) / model.mol_std).clamp(-6.0, 6.0)
+    return torch.cat([vector, scaled], dim=-1)
 
 
 def fit(model, train_items, val_loader, scaler, config, metric, label, progress, report=None):
@@ -53,9 +125,23 @@ def fit(model, train_items, val_loader, scaler, config, metric, label, progress,
         generator=generator,
         drop_last=len(train_items) > config.batch_size,
     )
+    cotrain = variant.get("cotrain", 0.0)
+    if cotrain:
+        corpus_batches = endless(
+            DataLoader(
+                CORPUS,
+                batch_size=variant["cotrain_batch"],
+                shuffle=True,
+                generator=generator,
+                drop_last=True,
+            )
+        )
+        width, hidden = model.head[0].in_features, model.config.hidden
+        xtb_head = nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, 1))
+    params = list(model.parameters()) + (list(xtb_head.parameters()) if cotrain else [])
     named = list(model.named_parameters())
     encoder = [p for n, p in named if not is_head(n)]
-    head = [p for n, p in named if is_head(n)]
+    head = [p for n, p in named if is_head(n)] + params[len(named) :]
     l2sp = variant.get("l2sp")
     groups = [
         {
@@ -84,8 +170,13 @@ def fit(model, train_items, val_loader, scaler, config, metric, label, progress,
         for batch in train_loader:
             optimizer.zero_grad()
             loss = tm.masked_loss(model(batch), scaler.transform(batch.y), config.task)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            if cotrain:
+                corpus = next(corpus_batches)
+                xtb_loss = F.mse_loss(xtb_head(pooled(model, corpus)), corpus.y)
+                (loss + cotrain * xtb_loss).backward()
+            else:
+                loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 5.0)
             optimizer.step()
             if l2sp:
                 with torch.no_grad():
@@ -112,6 +203,11 @@ def fit(model, train_items, val_loader, scaler, config, metric, label, progress,
 
 tm._fit = fit
 dataset = load_molecule_dataset("freesolv", data_dir=args.data_dir)
+if "cotrain" in variant:
+    start = time.perf_counter()
+    leave_out = {d.smiles for d in dataset}
+    CORPUS = xtb_corpus(dataset.featurizer, leave_out, variant["cotrain_molecules"])
+    print(f"corpus: {len(CORPUS)} molecules, {time.perf_counter() - start:.0f} s", flush=True)
 runs = []
 for seed in args.seeds:
     settings = {**tm.DATASET_DEFAULTS["freesolv"], "seed": seed, "workers": 1}
