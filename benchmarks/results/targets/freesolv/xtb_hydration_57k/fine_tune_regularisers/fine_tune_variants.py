@@ -7,6 +7,8 @@ does not have, swapped into ``graphattn.train.molecules._fit``:
   instead of toward zero: after each step, w -= lr_t * l2sp * (w - w_pretrained);
 - ``ema``: validation, early stopping and the kept weights use an exponential moving
   average of the weights with this decay per step;
+- ``huber``: the training loss is the Huber loss with this delta (in standardised target
+  units) instead of the squared error, so that a few badly fitted molecules pull less;
 - ``cotrain``: co-training on the xTB corpus the encoder was pretrained on. Each FreeSolv
   batch is paired with ``cotrain_batch`` (32) corpus molecules; a second head, fresh for
   each model, predicts their standardised xTB hydration energy from the same pooled
@@ -47,7 +49,7 @@ XTB_LABELS = [
     RESULTS / "pretraining_xtb/corpus.csv.gz",
     RESULTS / "chedl_xtb_pretraining/chedl_labels.csv.gz",
 ]
-KEYS = {"encoder_lr", "l2sp", "ema", "cotrain", "cotrain_batch", "cotrain_molecules"}
+KEYS = {"encoder_lr", "l2sp", "ema", "huber", "cotrain", "cotrain_batch", "cotrain_molecules"}
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--data-dir", required=True)
@@ -116,6 +118,14 @@ def pooled(model, data) -> torch.Tensor:
     return torch.cat([vector, scaled], dim=-1)
 
 
+def train_loss(pred, target, task):
+    """The defaults' masked MSE, or the Huber loss of the ``huber`` variant."""
+    if "huber" not in variant:
+        return tm.masked_loss(pred, target, task)
+    known = ~torch.isnan(target)
+    return F.huber_loss(pred[known], target[known], delta=variant["huber"])
+
+
 def fit(model, train_items, val_loader, scaler, config, metric, label, progress, report=None):
     generator = torch.Generator().manual_seed(torch.initial_seed() % 2**63)
     train_loader = DataLoader(
@@ -169,7 +179,7 @@ def fit(model, train_items, val_loader, scaler, config, metric, label, progress,
         total, count = 0.0, 0
         for batch in train_loader:
             optimizer.zero_grad()
-            loss = tm.masked_loss(model(batch), scaler.transform(batch.y), config.task)
+            loss = train_loss(model(batch), scaler.transform(batch.y), config.task)
             if cotrain:
                 corpus = next(corpus_batches)
                 xtb_loss = F.mse_loss(xtb_head(pooled(model, corpus)), corpus.y)
