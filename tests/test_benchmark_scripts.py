@@ -190,6 +190,21 @@ def test_chemicals_corpus_keeps_new_freesolv_like_molecules_once(tmp_path, monke
 RDKIT_XTB_LABELS = REPO / "benchmarks/results/targets/freesolv/pretraining_xtb/corpus.csv.gz"
 
 
+def _xtb_pretraining_smoke(data_dir, tmp_path, labels, corpus: str, *corpus_args: str):
+    """A smoke run of xTB pretraining on ``corpus``, its labels read from the RDKit
+    corpus's file and ``labels``; the payload, the corpus.csv lines and the markdown."""
+    out = tmp_path / "out"
+    payload = run_smoke(
+        "pretraining",
+        data_dir,
+        out,
+        *("--targets", "xtb", "--corpus", corpus, *corpus_args),
+        *("--xtb-labels", str(RDKIT_XTB_LABELS), str(labels)),
+    )
+    rows = (out / "corpus.csv").read_text().splitlines()
+    return payload, rows, (out / "pretraining.md").read_text()
+
+
 def test_xtb_labels_are_merged_over_files_and_empty_cells_are_no_value(tmp_path, monkeypatch):
     pretraining = import_script("pretraining", monkeypatch)
     first, second = tmp_path / "first.csv", tmp_path / "second.csv.gz"
@@ -208,23 +223,17 @@ def test_xtb_pretraining_on_the_rdkit_and_chemicals_corpus(data_dir, tmp_path):
     chemicals_labels.write_text(
         "smiles,xtb_hydration\nNCCCCCCO,-9.5\nNCCCCCCCl,-6.4\nN#CCC(F)CO,\n"
     )
-    out = tmp_path / "out"
-    payload = run_smoke(
-        "pretraining",
-        data_dir,
-        out,
-        *("--targets", "xtb", "--corpus", "rdkit+chemicals", "--chemicals-table", str(table)),
-        *("--xtb-labels", str(RDKIT_XTB_LABELS), str(chemicals_labels)),
+    payload, rows, markdown = _xtb_pretraining_smoke(
+        data_dir, tmp_path, chemicals_labels, "rdkit+chemicals", "--chemicals-table", str(table)
     )
     pre = payload["pretraining"]
     assert payload["complete"] and payload["settings"]["corpus"] == "rdkit+chemicals"
     chemicals = pre["corpus_sources"]["chemicals"]
     assert chemicals["molecules"] == 3 and chemicals["kept"] == 3
-    rows = (out / "corpus.csv").read_text().splitlines()
     assert set(rows[-2:]) == {"NCCCCCCO,-9.5000", "NCCCCCCCl,-6.4000"}  # N#CCC(F)CO: no label
     assert pre["xtb_failed"] >= 1 and len(rows) == pre["molecules"] + 1
     assert pre["molecules"] > 20 + 2  # the RDKit molecules come first
-    assert "RDKit-shipped and chemicals-table molecules" in (out / "pretraining.md").read_text()
+    assert "RDKit-shipped and chemicals-table molecules" in markdown
 
 
 MOSES_ROWS = {
@@ -288,25 +297,20 @@ def test_xtb_pretraining_adds_the_moses_molecules(data_dir, tmp_path):
     new = [Chem.CanonSmiles(s) for s in ("C=CC(=O)OCC", "CC(C)(O)CCl")]
     labels = tmp_path / "labels.csv"
     labels.write_text(f"smiles,xtb_hydration\nNCCCCCCO,-9.5\n{new[0]},-4.0\n{new[1]},-6.0\n")
-    out = tmp_path / "out"
-    payload = run_smoke(
-        "pretraining",
+    payload, rows, markdown = _xtb_pretraining_smoke(
         data_dir,
-        out,
-        *("--targets", "xtb", "--corpus", "rdkit+chemicals+moses"),
+        tmp_path,
+        labels,
+        "rdkit+chemicals+moses",
         *("--chemicals-table", str(table), "--moses-file", str(train)),
-        *("--xtb-labels", str(RDKIT_XTB_LABELS), str(labels)),
     )
     pre = payload["pretraining"]
     moses = pre["corpus_sources"]["moses"]
     assert moses["molecules"] == 3  # OCCCCCCN is the chemicals one, Cc1ccc(O)cc1C FreeSolv's
     assert moses["in_corpus"] == 1 and moses["freesolv"] == 1
-    rows = (out / "corpus.csv").read_text().splitlines()
     assert set(rows[-3:]) == {"NCCCCCCO,-9.5000", f"{new[0]},-4.0000", f"{new[1]},-6.0000"}
     assert pre["xtb_failed"] >= 1  # CCCCOC has no label
-    assert (
-        "RDKit-shipped, chemicals-table and MOSES molecules" in (out / "pretraining.md").read_text()
-    )
+    assert "RDKit-shipped, chemicals-table and MOSES molecules" in markdown
 
 
 def test_without_the_chemicals_package_the_error_says_what_to_install(monkeypatch):

@@ -51,3 +51,19 @@ def test_label_inputs_follow_the_feature_dtype():
     edge_index = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 4]])
     out = model(x, edge_index, torch.tensor([0, -1, 2, -1, 1]))
     assert out.dtype == torch.float64 and out.shape == (5, 3)
+
+
+def test_the_head_input_is_the_pooled_vector_next_to_the_scaled_descriptors():
+    featurizer = MoleculeFeaturizer(descriptors=True)
+    config = small_config(mol_dim=featurizer.mol_dim)
+    model = MoleculeModel(config).eval()
+    batch = Batch.from_data_list([featurizer(s) for s in ("CCO", "c1ccccc1O", "CC(=O)N")])
+    model.fit_descriptor_scaler(batch.mol_x)
+    head_input = model.head_input(batch)
+    width = model.readout.out_channels
+    assert head_input.shape == (3, width + featurizer.mol_dim)
+    pooled = model.readout(model.node_embeddings(batch), batch.batch, 3)
+    torch.testing.assert_close(head_input[:, :width], pooled)
+    scaled = ((batch.mol_x - batch.mol_x.mean(0)) / batch.mol_x.std(0).clamp(min=1e-6)).clamp(-6, 6)
+    torch.testing.assert_close(head_input[:, width:], scaled)
+    torch.testing.assert_close(model(batch), model.head(head_input))

@@ -191,7 +191,9 @@ class MoleculeModel(nn.Module):
             h = layer(h, data.edge_index, edge_attr, data.batch)
         return self.final_norm(h)
 
-    def forward(self, data) -> Tensor:
+    def head_input(self, data) -> Tensor:
+        """``[B, readout.out_channels + mol_dim]``: each graph's pooled atom vectors, next
+        to its standardised whole-molecule descriptors (clamped to ±6) when ``mol_dim``."""
         batch = data.batch
         if batch is None:
             batch = torch.zeros(data.num_nodes, dtype=torch.long, device=data.x.device)
@@ -201,7 +203,10 @@ class MoleculeModel(nn.Module):
         if self.config.mol_dim:
             scaled = ((data.mol_x - self.mol_mean) / self.mol_std).clamp(-6.0, 6.0)
             pooled = torch.cat([pooled, scaled], dim=-1)
-        return self.head(pooled)
+        return pooled
+
+    def forward(self, data) -> Tensor:
+        return self.head(self.head_input(data))
 
 
 class MoleculeEnsemble(nn.Module):

@@ -602,6 +602,19 @@ def _fit_members_in_processes(
     return fitted
 
 
+def _train_loader(train_items: list, config: MoleculeTrainConfig) -> DataLoader:
+    """Shuffled training batches, in an order seeded from torch's current seed; a last
+    batch smaller than ``batch_size`` is dropped unless it is the only one."""
+    generator = torch.Generator().manual_seed(torch.initial_seed() % 2**63)
+    return DataLoader(
+        train_items,
+        batch_size=config.batch_size,
+        shuffle=True,
+        generator=generator,
+        drop_last=len(train_items) > config.batch_size,
+    )
+
+
 def _fit(
     model: MoleculeModel,
     train_items: list,
@@ -618,14 +631,7 @@ def _fit(
     Leaves the best validation weights in ``model``; returns ``(history, best_epoch)``.
     ``report(train_loss, val_metric)`` is called after every epoch.
     """
-    generator = torch.Generator().manual_seed(torch.initial_seed() % 2**63)
-    train_loader = DataLoader(
-        train_items,
-        batch_size=config.batch_size,
-        shuffle=True,
-        generator=generator,
-        drop_last=len(train_items) > config.batch_size,
-    )
+    train_loader = _train_loader(train_items, config)
     optimizer = adamw(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     steps_per_epoch = max(1, len(train_loader))
     schedule = warmup_cosine(

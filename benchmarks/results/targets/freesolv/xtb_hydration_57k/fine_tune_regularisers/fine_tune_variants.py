@@ -111,13 +111,6 @@ def endless(loader):
         yield from loader
 
 
-def pooled(model, data) -> torch.Tensor:
-    """The head's input: pooled atom vectors next to the scaled descriptors."""
-    vector = model.readout(model.node_embeddings(data), data.batch, data.num_graphs)
-    scaled = ((data.mol_x - model.mol_mean) / model.mol_std).clamp(-6.0, 6.0)
-    return torch.cat([vector, scaled], dim=-1)
-
-
 def train_loss(pred, target, task):
     """The defaults' masked MSE, or the Huber loss of the ``huber`` variant."""
     if "huber" not in variant:
@@ -127,14 +120,7 @@ def train_loss(pred, target, task):
 
 
 def fit(model, train_items, val_loader, scaler, config, metric, label, progress, report=None):
-    generator = torch.Generator().manual_seed(torch.initial_seed() % 2**63)
-    train_loader = DataLoader(
-        train_items,
-        batch_size=config.batch_size,
-        shuffle=True,
-        generator=generator,
-        drop_last=len(train_items) > config.batch_size,
-    )
+    train_loader = tm._train_loader(train_items, config)
     cotrain = variant.get("cotrain", 0.0)
     if cotrain:
         corpus_batches = endless(
@@ -142,16 +128,17 @@ def fit(model, train_items, val_loader, scaler, config, metric, label, progress,
                 CORPUS,
                 batch_size=variant["cotrain_batch"],
                 shuffle=True,
-                generator=generator,
+                generator=train_loader.generator,  # one random stream, as before
                 drop_last=True,
             )
         )
         width, hidden = model.head[0].in_features, model.config.hidden
         xtb_head = nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, 1))
-    params = list(model.parameters()) + (list(xtb_head.parameters()) if cotrain else [])
+    extra = list(xtb_head.parameters()) if cotrain else []
+    params = list(model.parameters()) + extra
     named = list(model.named_parameters())
     encoder = [p for n, p in named if not is_head(n)]
-    head = [p for n, p in named if is_head(n)] + params[len(named) :]
+    head = [p for n, p in named if is_head(n)] + extra
     l2sp = variant.get("l2sp")
     groups = [
         {
@@ -182,7 +169,7 @@ def fit(model, train_items, val_loader, scaler, config, metric, label, progress,
             loss = train_loss(model(batch), scaler.transform(batch.y), config.task)
             if cotrain:
                 corpus = next(corpus_batches)
-                xtb_loss = F.mse_loss(xtb_head(pooled(model, corpus)), corpus.y)
+                xtb_loss = F.mse_loss(xtb_head(model.head_input(corpus)), corpus.y)
                 (loss + cotrain * xtb_loss).backward()
             else:
                 loss.backward()

@@ -43,12 +43,8 @@ y = np.array([float(d.y[0, 0]) for d in items])
 @torch.no_grad()
 def head_inputs(model: MoleculeModel, index: np.ndarray) -> np.ndarray:
     model.eval()
-    rows = []
-    for batch in DataLoader([items[i] for i in index], batch_size=256):
-        pooled = model.readout(model.node_embeddings(batch), batch.batch, batch.num_graphs)
-        scaled = ((batch.mol_x - model.mol_mean) / model.mol_std).clamp(-6.0, 6.0)
-        rows.append(torch.cat([pooled, scaled], dim=-1))
-    return torch.cat(rows).numpy()
+    loader = DataLoader([items[i] for i in index], batch_size=256)
+    return torch.cat([model.head_input(batch) for batch in loader]).numpy()
 
 
 def gaussian_process(models: list[MoleculeModel], parts: dict) -> tuple[dict, str]:
