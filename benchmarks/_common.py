@@ -34,6 +34,7 @@ __all__ = [
     "fmt",
     "finish",
     "finite_of_seeds",
+    "fine_tuning_runs",
     "fmt_mean_std",
     "machine_info",
     "machine_line",
@@ -118,6 +119,32 @@ def map_in_processes(func: Callable, items: Sequence, workers: int, chunksize: i
         return [func(item) for item in items]
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
         return pool.map(func, items, chunksize=chunksize)
+
+
+def fine_tuning_runs(dataset, name: str, seeds: Sequence[int], **settings) -> list[dict]:
+    """``graphattn train``'s defaults for data set ``name`` with ``settings`` on top (and
+    one worker), trained on ``dataset`` once per seed; one row per seed with validation
+    and test RMSE and seconds, each printed as JSON when done. The FreeSolv prototypes
+    under ``results/`` share it; they patch the training code before calling it."""
+    from graphattn.train import molecules
+
+    runs = []
+    for seed in seeds:
+        config = molecules.MoleculeTrainConfig(
+            **{**molecules.DATASET_DEFAULTS[name], "seed": seed, "workers": 1, **settings}
+        )
+        start = time.perf_counter()
+        metrics = molecules.train_molecule_model(dataset, config, dataset_name=name, progress=False)
+        runs.append(
+            {
+                "seed": seed,
+                "val_rmse": metrics["val"]["rmse"],
+                "test_rmse": metrics["test"]["rmse"],
+                "seconds": round(time.perf_counter() - start, 1),
+            }
+        )
+        print(json.dumps(runs[-1]), flush=True)
+    return runs
 
 
 def machine_info() -> dict:

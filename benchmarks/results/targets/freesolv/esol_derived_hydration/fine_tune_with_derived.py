@@ -15,12 +15,17 @@ FreeSolv training part. Validation, early stopping and test are FreeSolv's, as b
 import argparse
 import csv
 import json
-import time
+import sys
+from pathlib import Path
 
 import torch
 
 import graphattn.train.molecules as tm
 from graphattn.datasets.molecules import load_molecule_dataset
+
+BENCHMARKS = next(p for p in Path(__file__).resolve().parents if p.name == "benchmarks")
+sys.path.insert(0, str(BENCHMARKS))
+from _common import fine_tuning_runs  # noqa: E402  (benchmarks/_common.py)
 
 SUBSETS = {
     "all": lambda row: True,
@@ -60,21 +65,6 @@ def fit_with_extra(model, train_items, *rest, **kwargs):
 
 
 tm._fit = fit_with_extra
-runs = []
-for seed in args.seeds:
-    settings = {**tm.DATASET_DEFAULTS["freesolv"], "seed": seed, "workers": 1}
-    start = time.perf_counter()
-    metrics = tm.train_molecule_model(
-        dataset, tm.MoleculeTrainConfig(**settings), dataset_name="freesolv", progress=False
-    )
-    runs.append(
-        {
-            "seed": seed,
-            "val_rmse": metrics["val"]["rmse"],
-            "test_rmse": metrics["test"]["rmse"],
-            "seconds": round(time.perf_counter() - start, 1),
-        }
-    )
-    print(json.dumps(runs[-1]), flush=True)
+runs = fine_tuning_runs(dataset, "freesolv", args.seeds)
 with open(args.out, "w") as handle:
     json.dump({"subset": args.subset, "added": len(extra), "runs": runs}, handle, indent=1)

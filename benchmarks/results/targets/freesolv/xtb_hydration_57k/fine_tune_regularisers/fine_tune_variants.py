@@ -30,6 +30,7 @@ import csv
 import gzip
 import json
 import random
+import sys
 import time
 from pathlib import Path
 
@@ -43,6 +44,10 @@ from graphattn.datasets.molecules import load_molecule_dataset
 from graphattn.errors import GraphInputError
 from graphattn.train.loop import EarlyStopping, warmup_cosine
 from graphattn.train.transfer import _FRESH
+
+BENCHMARKS = next(p for p in Path(__file__).resolve().parents if p.name == "benchmarks")
+sys.path.insert(0, str(BENCHMARKS))
+from _common import fine_tuning_runs  # noqa: E402  (benchmarks/_common.py)
 
 RESULTS = Path("benchmarks/results/targets/freesolv")
 XTB_LABELS = [
@@ -205,21 +210,6 @@ if "cotrain" in variant:
     leave_out = {d.smiles for d in dataset}
     CORPUS = xtb_corpus(dataset.featurizer, leave_out, variant["cotrain_molecules"])
     print(f"corpus: {len(CORPUS)} molecules, {time.perf_counter() - start:.0f} s", flush=True)
-runs = []
-for seed in args.seeds:
-    settings = {**tm.DATASET_DEFAULTS["freesolv"], "seed": seed, "workers": 1}
-    start = time.perf_counter()
-    metrics = tm.train_molecule_model(
-        dataset, tm.MoleculeTrainConfig(**settings), dataset_name="freesolv", progress=False
-    )
-    runs.append(
-        {
-            "seed": seed,
-            "val_rmse": metrics["val"]["rmse"],
-            "test_rmse": metrics["test"]["rmse"],
-            "seconds": round(time.perf_counter() - start, 1),
-        }
-    )
-    print(json.dumps(runs[-1]), flush=True)
+runs = fine_tuning_runs(dataset, "freesolv", args.seeds)
 with open(args.out, "w") as handle:
     json.dump({"variant": variant, "runs": runs}, handle, indent=1)

@@ -9,13 +9,18 @@ reproduces its figures exactly).
 
 import argparse
 import json
-import time
+import sys
+from pathlib import Path
 
 import torch
 
 import graphattn.train.molecules as tm
 from graphattn.datasets.molecules import load_molecule_dataset
 from graphattn.train.transfer import load_pretrained_encoder
+
+BENCHMARKS = next(p for p in Path(__file__).resolve().parents if p.name == "benchmarks")
+sys.path.insert(0, str(BENCHMARKS))
+from _common import fine_tuning_runs  # noqa: E402  (benchmarks/_common.py)
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--data-dir", required=True)
@@ -38,28 +43,13 @@ def train_member_from_its_encoder(self, member, *rest, **options):
 
 tm._MembersJob.train_member = train_member_from_its_encoder
 dataset = load_molecule_dataset("freesolv", data_dir=args.data_dir)
-runs = []
-for seed in args.seeds:
-    settings = {
-        **tm.DATASET_DEFAULTS["freesolv"],
-        "seed": seed,
-        "ensemble": args.ensemble,
-        "workers": 1,
-        "init_from": args.encoders[0],
-        **json.loads(args.overrides),
-    }
-    start = time.perf_counter()
-    metrics = tm.train_molecule_model(
-        dataset, tm.MoleculeTrainConfig(**settings), dataset_name="freesolv", progress=False
-    )
-    runs.append(
-        {
-            "seed": seed,
-            "val_rmse": metrics["val"]["rmse"],
-            "test_rmse": metrics["test"]["rmse"],
-            "seconds": round(time.perf_counter() - start, 1),
-        }
-    )
-    print(json.dumps(runs[-1]), flush=True)
+runs = fine_tuning_runs(
+    dataset,
+    "freesolv",
+    args.seeds,
+    ensemble=args.ensemble,
+    init_from=args.encoders[0],
+    **json.loads(args.overrides),
+)
 with open(args.out, "w") as handle:
     json.dump({"settings": vars(args), "runs": runs}, handle, indent=1)
