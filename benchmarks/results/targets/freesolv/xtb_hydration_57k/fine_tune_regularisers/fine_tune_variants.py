@@ -14,7 +14,9 @@ does not have, swapped into ``graphattn.train.molecules._fit``:
   each model, predicts their standardised xTB hydration energy from the same pooled
   vector and descriptors, and the loss is ``mse(FreeSolv) + cotrain * mse(xTB)``. The
   corpus is ``cotrain_molecules`` (20,000) molecules drawn (seed 0) from the 57,537
-  labelled ones, FreeSolv's left out; featurized once and cached at ``--cache``.
+  labelled ones, FreeSolv's left out; featurized once and cached at ``--cache``;
+- ``bootstrap``: bagging, each ensemble member trains on its own bootstrap sample of the
+  training part (as many molecules, drawn with replacement).
 
 Run from the repository root (the corpus labels are read from benchmarks/results/):
 
@@ -54,7 +56,16 @@ XTB_LABELS = [
     RESULTS / "pretraining_xtb/corpus.csv.gz",
     RESULTS / "chedl_xtb_pretraining/chedl_labels.csv.gz",
 ]
-KEYS = {"encoder_lr", "l2sp", "ema", "huber", "cotrain", "cotrain_batch", "cotrain_molecules"}
+KEYS = {
+    "encoder_lr",
+    "l2sp",
+    "ema",
+    "huber",
+    "cotrain",
+    "cotrain_batch",
+    "cotrain_molecules",
+    "bootstrap",
+}
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--data-dir", required=True)
@@ -124,7 +135,16 @@ def train_loss(pred, target, task):
     return F.huber_loss(pred[known], target[known], delta=variant["huber"])
 
 
+def bootstrap_sample(items: list) -> list:
+    """As many items as ``items``, drawn with replacement. The member's seed (set just
+    before ``_fit``) seeds the draw, so each member of an ensemble gets its own."""
+    draw = random.Random(torch.initial_seed())
+    return [items[draw.randrange(len(items))] for _ in items]
+
+
 def fit(model, train_items, val_loader, scaler, config, metric, label, progress, report=None):
+    if variant.get("bootstrap"):
+        train_items = bootstrap_sample(train_items)
     train_loader = tm._train_loader(train_items, config)
     cotrain = variant.get("cotrain", 0.0)
     if cotrain:
