@@ -7,6 +7,9 @@ head's input, the pooled atom vectors next to the scaled descriptors, of either
 - ``frozen``: the shipped ``xtb-hydration-57k`` encoder as pretrained, or
 - ``tuned``: the three fine-tuned members (their vectors side by side).
 The blend is ``(1 - w) * ensemble + w * GP``; w is to be chosen on validation.
+``--noise-floor`` is the least white-noise variance the GP may fit, as a fraction of
+the training targets' variance (default 1e-5, scikit-learn's own bound); a larger floor
+keeps the GP from interpolating the training molecules.
 
     python gp_blend.py --data-dir ../shared/datasets --seeds 0 1 2 3 4 5 --out runs.json
 """
@@ -32,6 +35,7 @@ WEIGHTS = (0.1, 0.2, 0.3, 0.4, 0.5)
 parser = argparse.ArgumentParser()
 parser.add_argument("--data-dir", required=True)
 parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+parser.add_argument("--noise-floor", type=float, default=1e-5)
 parser.add_argument("--out", required=True)
 args = parser.parse_args()
 torch.set_num_threads(1)
@@ -52,7 +56,8 @@ def gaussian_process(models: list[MoleculeModel], parts: dict) -> tuple[dict, st
     fitted on the training molecules, and the fitted kernel."""
     inputs = {k: np.hstack([head_inputs(m, index) for m in models]) for k, index in parts.items()}
     columns = StandardScaler().fit(inputs["train"])
-    kernel = ConstantKernel() * RBF(np.sqrt(columns.n_features_in_)) + WhiteKernel(0.1)
+    noise = WhiteKernel(max(0.1, args.noise_floor), (args.noise_floor, 1e5))
+    kernel = ConstantKernel() * RBF(np.sqrt(columns.n_features_in_)) + noise
     gp = GaussianProcessRegressor(kernel, normalize_y=True, random_state=0)
     gp.fit(columns.transform(inputs["train"]), y[parts["train"]])
     predict = {k: gp.predict(columns.transform(inputs[k])) for k in ("val", "test")}
@@ -95,4 +100,5 @@ for seed in args.seeds:
     runs.append(run)
     print(json.dumps(run), flush=True)
 with open(args.out, "w") as handle:
-    json.dump({"note": "[val RMSE, test RMSE] per entry", "runs": runs}, handle, indent=1)
+    note = "[val RMSE, test RMSE] per entry"
+    json.dump({"note": note, "noise_floor": args.noise_floor, "runs": runs}, handle, indent=1)
