@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 
+import pytest
 import torch
 
 from graphattn.cli.main import main
@@ -33,6 +34,20 @@ def test_karate_cli_run_beats_the_majority_class_and_writes_the_run_folder(tmp_p
         sum(r["label"] == r["predicted"] for r in rows if r["split"] == "test")
         == (metrics["test"]["correct"])
     )
+
+
+def test_threads_flag_sets_the_runs_thread_count_and_rejects_zero(tmp_path, capsys):
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)  # so that the flag has something to change on one core too
+        args = ["train", "--dataset", "karate", "--threads", "1", "--no-progress"]
+        assert main([*args, "--out", str(tmp_path / "karate")]) == 0
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(SystemExit):
+        main(["predict", "--model", "m", "--csv", "c", "--out", "o", "--threads", "0"])
+    assert "--threads: must be at least 1, got 0" in capsys.readouterr().err
 
 
 def test_training_from_edge_and_label_files_with_string_ids(tmp_path):

@@ -165,6 +165,21 @@ def _add_device(p: argparse.ArgumentParser) -> None:
         default="cpu",
         help="cpu (default), cuda, cuda:N, or auto (CUDA when torch sees a GPU)",
     )
+    p.add_argument(
+        "--threads",
+        type=_positive_int,
+        metavar="N",
+        help="CPU threads of torch and of graphattn's Numba kernels in this process "
+        "(default: torch's choice, one per core). Use 1 when several runs share the "
+        "cores: threads of two runs that spin while they wait slow both down",
+    )
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _add_predict(sub: argparse._SubParsersAction) -> None:
@@ -525,6 +540,10 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    if getattr(args, "threads", None) is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)  # graphattn's Numba kernels follow it
     from graphattn.datasets.files import DatasetChecksumError, DatasetUnavailableError
     from graphattn.errors import GraphInputError
 
