@@ -621,3 +621,26 @@ def test_map_in_processes_keeps_the_order_with_one_worker_and_with_a_pool(monkey
     expected = [abs(i) for i in items]
     assert common.map_in_processes(abs, items, workers=1) == expected
     assert common.map_in_processes(abs, items, workers=2, chunksize=1) == expected
+
+
+def test_fine_tuning_runs_train_the_data_sets_defaults_with_settings_on_top(monkeypatch):
+    common = import_script("_common", monkeypatch)
+    from graphattn.train import molecules
+
+    configs = []
+
+    def fake_training(dataset, config, dataset_name, progress):
+        configs.append(config)
+        assert dataset == "the data" and dataset_name == "freesolv" and not progress
+        return {"val": {"rmse": 0.5 + config.seed}, "test": {"rmse": 0.7 + config.seed}}
+
+    monkeypatch.setattr(molecules, "train_molecule_model", fake_training)
+    runs = common.fine_tuning_runs("the data", "freesolv", [3, 5], ensemble=2)
+    assert [(r["seed"], r["val_rmse"], r["test_rmse"]) for r in runs] == [
+        (3, 3.5, 3.7),
+        (5, 5.5, 5.7),
+    ]
+    assert [c.seed for c in configs] == [3, 5]
+    for config in configs:  # FreeSolv's defaults, one worker, and the setting given
+        assert config.init_from == "xtb-hydration-57k" and config.model == {"dropout": 0.0}
+        assert config.ensemble == 2 and config.workers == 1

@@ -48,6 +48,9 @@ def test_threads_flag_sets_the_runs_thread_count_and_rejects_zero(tmp_path, caps
     with pytest.raises(SystemExit):
         main(["predict", "--model", "m", "--csv", "c", "--out", "o", "--threads", "0"])
     assert "--threads: must be at least 1, got 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", "--threads", "two"])
+    assert "--threads: expected a whole number, got 'two'" in capsys.readouterr().err
 
 
 def test_training_from_edge_and_label_files_with_string_ids(tmp_path):

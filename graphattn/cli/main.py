@@ -152,14 +152,15 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hidden", type=int)
     p.add_argument("--layers", type=int)
     p.add_argument("--heads", type=int)
-    _add_device(p)
+    _add_compute(p)
     p.add_argument(
         "--out", type=Path, default=Path("runs/latest"), help="run folder (default: runs/latest)"
     )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
-def _add_device(p: argparse.ArgumentParser) -> None:
+def _add_compute(p: argparse.ArgumentParser) -> None:
+    """``--device`` and ``--threads``: where the run computes."""
     p.add_argument(
         "--device",
         default="cpu",
@@ -176,7 +177,10 @@ def _add_device(p: argparse.ArgumentParser) -> None:
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
@@ -188,7 +192,7 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--csv", type=Path, required=True)
     p.add_argument("--smiles-col", default="smiles")
     p.add_argument("--out", type=Path, required=True, help="output CSV")
-    _add_device(p)
+    _add_compute(p)
 
 
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
@@ -204,7 +208,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
         "COLUMN=TARGET (repeat for several); default: every model target",
     )
     p.add_argument("--out", type=Path, help="also write the metrics JSON here")
-    _add_device(p)
+    _add_compute(p)
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:
