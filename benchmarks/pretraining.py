@@ -364,6 +364,15 @@ def write_xtb_corpus(
     }
 
 
+def featurizer(args: argparse.Namespace, name: str, descriptors: bool) -> MoleculeFeaturizer:
+    """Data set ``name``'s featurizer with ``--pretrain-featurizer`` on top; the corpus
+    gets it without descriptor inputs (``descriptors=False``), the data set with them."""
+    settings = dataset_featurizer(name).to_dict()
+    if not descriptors:
+        settings["descriptors"] = False
+    return MoleculeFeaturizer.from_dict({**settings, **args.pretrain_featurizer})
+
+
 def pretrain(args: argparse.Namespace, dataset_name: str) -> dict:
     """Write the corpus, train on its labels; the record (run folder, sizes, time)."""
     smoke_size = SMOKE_XTB_MOLECULES if args.targets == "xtb" else SMOKE_MOLECULES
@@ -398,11 +407,10 @@ def pretrain(args: argparse.Namespace, dataset_name: str) -> dict:
     else:
         corpus = write_corpus(args.out / "corpus.csv", smiles)
     # the fine-tuned data set's atom and bond features, without descriptor inputs
-    settings = {**dataset_featurizer(dataset_name).to_dict(), "descriptors": False}
     dataset = MoleculeCSV(
         args.out / "corpus.csv",
         target_cols=corpus["targets"],
-        featurizer=MoleculeFeaturizer.from_dict(settings),
+        featurizer=featurizer(args, dataset_name, descriptors=False),
     )
     epochs = SMOKE_EPOCHS if args.smoke else args.pretrain_epochs or PRETRAIN_EPOCHS[args.targets]
     overrides = {"model": args.pretrain_model} if args.pretrain_model else {}
@@ -436,7 +444,9 @@ def pretrain(args: argparse.Namespace, dataset_name: str) -> dict:
 
 def fine_tune(args: argparse.Namespace, name: str, init_from: str, payload: dict) -> None:
     limit = SMOKE_MOLECULES if args.smoke else None
-    dataset = load_molecule_dataset(name, data_dir=args.data_dir, limit=limit)
+    dataset = load_molecule_dataset(
+        name, data_dir=args.data_dir, featurizer=featurizer(args, name, True), limit=limit
+    )
     for seed in args.seeds:
         for variant, source in (("scratch", None), ("pretrained", init_from)):
             settings = {
@@ -589,6 +599,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--pretrain-lr", type=float, help="pretraining learning rate (default 1e-3)"
     )
+    parser.add_argument(
+        "--pretrain-featurizer",
+        type=json_object,
+        default={},
+        metavar="JSON",
+        help="MoleculeFeaturizer settings on top of the data set's, for the corpus and the "
+        "fine-tuning alike, e.g. '{\"contributions\": true}' (default: none)",
+    )
     return parser.parse_args(argv)
 
 
@@ -599,6 +617,9 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(args.pretrain_model) - {f.name for f in fields(MoleculeModelConfig)})
     if unknown:  # before the corpus and its labels, which can take an hour
         raise SystemExit(f"--pretrain-model: no MoleculeModelConfig field(s) {unknown}")
+    unknown = sorted(set(args.pretrain_featurizer) - {f.name for f in fields(MoleculeFeaturizer)})
+    if unknown:
+        raise SystemExit(f"--pretrain-featurizer: no MoleculeFeaturizer field(s) {unknown}")
     if args.corpus == MOSES_CORPUS:
         check_moses_file(args.moses_file)
     setup(args)
@@ -612,6 +633,7 @@ def main(argv: list[str] | None = None) -> int:
             "corpus": args.corpus,
             "pretrain_model": args.pretrain_model,
             "pretrain_lr": args.pretrain_lr,
+            "pretrain_featurizer": args.pretrain_featurizer,
         },
         "runs": [],
     }

@@ -65,11 +65,16 @@ def test_molecule_targets_records_a_graphattn_variant(data_dir, tmp_path):
 def test_pretraining_compares_scratch_and_pretrained_starts_on_the_same_split(data_dir, tmp_path):
     payload = run_smoke(
         "pretraining", data_dir, tmp_path, "--pretrain-model", '{"dropout": 0}',
-        "--pretrain-lr", "3e-4",
+        "--pretrain-lr", "3e-4", "--pretrain-featurizer", '{"contributions": true}',
     )  # fmt: skip
     pretrained = json.loads((tmp_path / "pretrained" / "metrics.json").read_text())["config"]
     assert pretrained["model"]["dropout"] == 0 and pretrained["lr"] == 3e-4
     assert payload["settings"]["pretrain_model"] == {"dropout": 0}
+    assert payload["settings"]["pretrain_featurizer"] == {"contributions": True}
+    # the corpus and the fine-tuned data set both get the per-atom contributions, so the
+    # encoder fits: without them fine-tuning would fail on the atom width
+    checkpoint = torch.load(tmp_path / "pretrained" / "model.pt", weights_only=True)
+    assert checkpoint["featurizer"]["contributions"] and not checkpoint["featurizer"]["descriptors"]
     assert payload["complete"] and payload["pretraining"]["num_targets"] > 100
     assert (tmp_path / payload["pretraining"]["run_dir"] / "model.pt").is_file()
     assert payload["pretraining"]["run_dir"] == "pretrained"  # relative: the folder can move
@@ -90,6 +95,11 @@ def test_pretraining_refuses_a_bad_encoder_override_before_building_the_corpus(t
     ):
         result = run_script("pretraining.py", "--pretrain-model", value, "--out", str(tmp_path))
         assert result.returncode != 0 and message in result.stderr
+    result = run_script(
+        "pretraining.py", "--pretrain-featurizer", '{"contribution": true}', "--out", str(tmp_path)
+    )
+    assert result.returncode != 0
+    assert "no MoleculeFeaturizer field(s) ['contribution']" in result.stderr
     assert not (tmp_path / "corpus.csv").exists()
 
 
