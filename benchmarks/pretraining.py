@@ -364,13 +364,11 @@ def write_xtb_corpus(
     }
 
 
-def featurizer(args: argparse.Namespace, name: str, descriptors: bool) -> MoleculeFeaturizer:
-    """Data set ``name``'s featurizer with ``--pretrain-featurizer`` on top; the corpus
-    gets it without descriptor inputs (``descriptors=False``), the data set with them."""
-    settings = dataset_featurizer(name).to_dict()
-    if not descriptors:
-        settings["descriptors"] = False
-    return MoleculeFeaturizer.from_dict({**settings, **args.pretrain_featurizer})
+def featurizer(args: argparse.Namespace, name: str, **fixed) -> MoleculeFeaturizer:
+    """Data set ``name``'s featurizer with the ``fixed`` settings, then
+    ``--pretrain-featurizer``'s, on top (the corpus: ``descriptors=False``)."""
+    settings = {**dataset_featurizer(name).to_dict(), **fixed, **args.pretrain_featurizer}
+    return MoleculeFeaturizer.from_dict(settings)
 
 
 def pretrain(args: argparse.Namespace, dataset_name: str) -> dict:
@@ -445,7 +443,7 @@ def pretrain(args: argparse.Namespace, dataset_name: str) -> dict:
 def fine_tune(args: argparse.Namespace, name: str, init_from: str, payload: dict) -> None:
     limit = SMOKE_MOLECULES if args.smoke else None
     dataset = load_molecule_dataset(
-        name, data_dir=args.data_dir, featurizer=featurizer(args, name, True), limit=limit
+        name, data_dir=args.data_dir, featurizer=featurizer(args, name), limit=limit
     )
     for seed in args.seeds:
         for variant, source in (("scratch", None), ("pretrained", init_from)):
@@ -614,12 +612,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.corpus != "rdkit" and args.targets != "xtb":
         raise SystemExit(f"--corpus {args.corpus} goes with --targets xtb")
-    unknown = sorted(set(args.pretrain_model) - {f.name for f in fields(MoleculeModelConfig)})
-    if unknown:  # before the corpus and its labels, which can take an hour
-        raise SystemExit(f"--pretrain-model: no MoleculeModelConfig field(s) {unknown}")
-    unknown = sorted(set(args.pretrain_featurizer) - {f.name for f in fields(MoleculeFeaturizer)})
-    if unknown:
-        raise SystemExit(f"--pretrain-featurizer: no MoleculeFeaturizer field(s) {unknown}")
+    for flag, given, settings in (
+        ("--pretrain-model", args.pretrain_model, MoleculeModelConfig),
+        ("--pretrain-featurizer", args.pretrain_featurizer, MoleculeFeaturizer),
+    ):  # before the corpus and its labels, which can take an hour
+        unknown = sorted(set(given) - {f.name for f in fields(settings) if f.init})
+        if unknown:
+            raise SystemExit(f"{flag}: no {settings.__name__} field(s) {unknown}")
     if args.corpus == MOSES_CORPUS:
         check_moses_file(args.moses_file)
     setup(args)

@@ -28,8 +28,6 @@ With ``--variant '{}'`` it reproduces the defaults (``graphattn train --dataset 
 """
 
 import argparse
-import csv
-import gzip
 import json
 import random
 import sys
@@ -50,6 +48,7 @@ from graphattn.train.transfer import _FRESH
 BENCHMARKS = next(p for p in Path(__file__).resolve().parents if p.name == "benchmarks")
 sys.path.insert(0, str(BENCHMARKS))
 from _common import fine_tuning_runs  # noqa: E402  (benchmarks/_common.py)
+from pretraining import read_xtb_labels  # noqa: E402  (benchmarks/pretraining.py)
 
 RESULTS = Path("benchmarks/results/targets/freesolv")
 XTB_LABELS = [
@@ -93,12 +92,7 @@ def xtb_corpus(featurizer, leave_out: set[str], count: int) -> list:
     cache = Path(f"{args.cache}.{count}")
     if cache.exists():
         return torch.load(cache, weights_only=False)
-    labels: dict[str, float] = {}
-    for path in XTB_LABELS:
-        with gzip.open(path, "rt", newline="") as handle:
-            for row in csv.DictReader(handle):
-                if row["xtb_hydration"]:
-                    labels.setdefault(row["smiles"], float(row["xtb_hydration"]))
+    labels = {s: v[0] for s, v in read_xtb_labels(XTB_LABELS, ["xtb_hydration"]).items()}
     smiles = sorted(labels)
     random.Random(0).shuffle(smiles)
     items = []
