@@ -654,3 +654,33 @@ def test_fine_tuning_runs_train_the_data_sets_defaults_with_settings_on_top(monk
     for config in configs:  # FreeSolv's defaults, one worker, and the setting given
         assert config.init_from == "xtb-hydration-57k" and config.model == {"dropout": 0.0}
         assert config.ensemble == 2 and config.workers == 1
+
+
+def test_ensemble_spread_summarises_a_runs_test_predictions(tmp_path, monkeypatch, capsys):
+    from graphattn.datasets.molecules import MoleculeCSV
+    from graphattn.train.molecules import MoleculeTrainConfig, train_molecule_model
+
+    spread = import_script("ensemble_spread", monkeypatch)
+    rows = [f"{'C' * n}{end},{n * 0.5 + k}" for k, end in enumerate("ONS") for n in range(1, 14)]
+    (tmp_path / "m.csv").write_text("smiles,y\n" + "\n".join(rows) + "\n")
+    dataset = MoleculeCSV(tmp_path / "m.csv", target_cols=["y"])
+    tiny = {"hidden": 16, "layers": 1}
+    for name, ensemble in (("three", 3), ("one", 1)):
+        config = MoleculeTrainConfig(epochs=2, ensemble=ensemble, model=tiny)
+        train_molecule_model(dataset, config, run_dir=tmp_path / name, progress=False)
+
+    assert spread.main([str(tmp_path / "three"), "--out", str(tmp_path / "out")]) == 0
+    (run,) = json.loads((tmp_path / "out" / "ensemble_spread.json").read_text())["runs"]
+    summary = run["targets"]["y"]
+    metrics = json.loads((tmp_path / "three" / "metrics.json").read_text())
+    assert summary["rmse"] == pytest.approx(metrics["test"]["rmse"], rel=1e-5)
+    assert summary["mean_std"] == pytest.approx(
+        metrics["ensemble_spread"]["test"]["mean_std"], rel=1e-5
+    )
+    predictions = (tmp_path / "three" / "predictions.csv").read_text().splitlines()[1:]
+    worst = max(predictions, key=lambda r: abs(float(r.split(",")[3]) - float(r.split(",")[2])))
+    assert summary["worst"]["smiles"] == worst.split(",")[1]
+    assert 1 <= summary["worst"]["std_rank"] <= summary["num_molecules"] == len(predictions)
+    capsys.readouterr()
+    with pytest.raises(SystemExit, match="not a regression ensemble"):
+        spread.main([str(tmp_path / "one")])

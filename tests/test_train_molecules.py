@@ -255,6 +255,80 @@ def test_an_ensemble_averages_its_members_and_round_trips(tmp_path):
         torch.testing.assert_close(loaded(batch), ensemble(batch))
 
 
+def write_chains(path):
+    """36 chains: alcohols, amines and chlorides of 1 to 12 carbons, with a made-up ``y``."""
+    groups = {"O": 0.0, "N": 1.0, "Cl": -2.0}
+    rows = [
+        f"{'C' * n}{end},{n * 0.5 + shift}\n" for end, shift in groups.items() for n in range(1, 13)
+    ]
+    path.write_text("smiles,y\n" + "".join(rows))
+    return path
+
+
+def test_an_ensembles_spread_is_its_members_std_and_reaches_every_output(tmp_path, capsys):
+    from scipy.stats import spearmanr
+
+    from graphattn.train.molecules import TargetScaler
+
+    source = write_chains(tmp_path / "m.csv")
+    dataset = MoleculeCSV(source, target_cols=["y"])
+    config = MoleculeTrainConfig(epochs=3, ensemble=3, model={"hidden": 16, "layers": 1})
+    run = tmp_path / "run"
+    metrics = train_molecule_model(dataset, config, run_dir=run, progress=False)
+
+    smiles = [dataset.smiles[i] for i in range(6)]
+    preds, errors, std = predict_molecules(run, [*smiles, "C1CC"], return_std=True)
+    model, meta = load_molecule_model(run)
+    scaler = TargetScaler(**meta["scaler"])
+    batch = next(iter(torch_geometric_loader([dataset[i] for i in range(6)])))
+    with torch.no_grad():
+        members = np.stack([scaler.inverse(m(batch)).numpy() for m in model.members])
+    np.testing.assert_allclose(std[:6], members.std(0, ddof=1), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(preds[:6], members.mean(0), rtol=1e-4, atol=1e-6)
+    assert (std[:6] > 0).all() and np.isnan(std[6]).all() and errors[6]
+    np.testing.assert_array_equal(predict_molecules(run, smiles)[0], preds[:6])
+
+    # the test set's std in predictions.csv, summarised in metrics.json
+    table = list(csv.DictReader((run / "predictions.csv").read_text().splitlines()))
+    test_std = np.array([float(r["std_y"]) for r in table])
+    errors_abs = np.abs(np.array([float(r["pred_y"]) - float(r["y"]) for r in table]))
+    spread = json.loads((run / "metrics.json").read_text())["ensemble_spread"]
+    assert set(spread) == {"val", "test"} and spread == metrics["ensemble_spread"]
+    assert spread["test"]["mean_std"] == pytest.approx(test_std.mean(), rel=1e-4)
+    rho = spearmanr(test_std, errors_abs).statistic
+    assert spread["test"]["spearman_std_abs_error"] == pytest.approx(rho, abs=1e-6)
+
+    # `predict` writes std_y (empty for a bad row), `evaluate` the same summary
+    (tmp_path / "in.csv").write_text("smiles\n" + "\n".join([*smiles, "C1CC"]) + "\n")
+    out = tmp_path / "out.csv"
+    assert main(["predict", "--model", str(run), "--csv", str(tmp_path / "in.csv"),
+                 "--out", str(out)]) == 0  # fmt: skip
+    written = list(csv.DictReader(out.read_text().splitlines()))
+    assert [float(r["std_y"]) for r in written[:6]] == pytest.approx(std[:6, 0].tolist(), rel=1e-5)
+    assert written[6]["std_y"] == "" and written[6]["error"]
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(run), "--csv", str(source)]) == 0
+    evaluated = json.loads(capsys.readouterr().out)
+    assert evaluated["ensemble_spread"]["mean_std"] > 0
+
+
+def test_a_single_model_reports_no_spread(tmp_path):
+    source = write_chains(tmp_path / "m.csv")
+    dataset = MoleculeCSV(source, target_cols=["y"])
+    config = MoleculeTrainConfig(epochs=1, model={"hidden": 16, "layers": 1})
+    run = tmp_path / "run"
+    metrics = train_molecule_model(dataset, config, run_dir=run, progress=False)
+    assert "ensemble_spread" not in metrics
+    _, _, std = predict_molecules(run, ["CCO", "CCN"], return_std=True)
+    assert np.isnan(std).all()
+    header = (run / "predictions.csv").read_text().splitlines()[0].split(",")
+    assert not [c for c in header if c.startswith("std_")]
+    (tmp_path / "in.csv").write_text("smiles\nCCO\n")
+    assert main(["predict", "--model", str(run), "--csv", str(tmp_path / "in.csv"),
+                 "--out", str(tmp_path / "out.csv")]) == 0  # fmt: skip
+    assert (tmp_path / "out.csv").read_text().splitlines()[0] == "smiles,pred_y,error"
+
+
 def test_members_trained_in_processes_equal_those_trained_alone_with_one_thread(tmp_path, capsys):
     dataset = MoleculeCSV(write_alcohols(tmp_path / "m.csv"), target_cols=["y"])
     config = MoleculeTrainConfig(
@@ -398,3 +472,19 @@ def test_classification_predictions_give_logits_and_probabilities(tmp_path):
     predicted = list(csv.DictReader(out.read_text().splitlines()))
     assert list(predicted[0]) == ["smiles", "c", "pred_c", "prob_c", "error"]
     assert all(0.0 < float(r["prob_c"]) < 1.0 for r in predicted)
+
+
+def test_spread_metrics_rank_the_spread_against_the_errors():
+    from graphattn.train.metrics import spread_metrics
+
+    y = np.array([[0.0, 1.0], [0.0, np.nan], [0.0, 3.0], [0.0, 4.0]])
+    pred = np.array([[0.1, 1.0], [0.2, 9.0], [0.3, 3.5], [0.4, 5.0]])
+    std = np.array([[0.1, 0.3], [0.2, 0.1], [0.3, 0.2], [0.4, 0.1]])
+    # target 0: spread grows with the error (+1); target 1 (row 1 unlabelled): it falls (-1)
+    result = spread_metrics(y, pred, std)
+    assert result["spearman_std_abs_error"] == pytest.approx(0.0)
+    assert result["mean_std"] == pytest.approx((0.25 + 0.2) / 2)
+    assert spread_metrics(y[:, :1], pred[:, :1], std[:, :1])["spearman_std_abs_error"] == 1.0
+    assert spread_metrics(y[:, 1], pred[:, 1], std[:, 1])["spearman_std_abs_error"] == -1.0
+    constant = spread_metrics(y[:, 0], pred[:, 0], np.full(4, 0.5))
+    assert np.isnan(constant["spearman_std_abs_error"]) and constant["mean_std"] == 0.5

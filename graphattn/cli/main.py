@@ -408,15 +408,17 @@ def cmd_predict(args: argparse.Namespace) -> int:
         load_molecule_checkpoint,
         predict_molecules,
         prediction_columns,
+        reports_spread,
     )
 
     checkpoint = load_molecule_checkpoint(args.model)
     targets = checkpoint["target_cols"]
     header, rows = _read_csv(args.csv)
     smiles, problems = _smiles_of_rows(args.csv, header, rows, args.smiles_col)
-    preds, errors = predict_molecules(args.model, smiles, device=args.device)
+    preds, errors, std = predict_molecules(args.model, smiles, device=args.device, return_std=True)
     errors = [problem or error for problem, error in zip(problems, errors, strict=True)]
-    wanted, preds = prediction_columns(checkpoint["task"], targets, preds)
+    spread = std if reports_spread(checkpoint) else None
+    wanted, preds = prediction_columns(checkpoint["task"], targets, preds, spread)
     taken = set(header)
     added = [_fresh_name(name, taken) for name in [*wanted, "error"]]
     renamed = [name for name in added if name not in {*wanted, "error"}]

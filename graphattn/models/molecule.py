@@ -212,6 +212,9 @@ class MoleculeModel(nn.Module):
 class MoleculeEnsemble(nn.Module):
     """The average prediction of several :class:`MoleculeModel` s of one architecture.
 
+    The members' spread (:meth:`member_predictions`) flags molecules the models disagree
+    on; it is not a calibrated error bar (see ``ensemble_spread`` in ``metrics.json``).
+
     Args:
         members: models trained from different initialisations (same config).
     """
@@ -228,5 +231,9 @@ class MoleculeEnsemble(nn.Module):
         for member in self.members:
             member.set_mode(mode)
 
+    def member_predictions(self, data) -> Tensor:
+        """Each member's prediction ``[M, B, T]``; :meth:`forward` is their mean."""
+        return torch.stack([member(data) for member in self.members])
+
     def forward(self, data) -> Tensor:
-        return torch.stack([member(data) for member in self.members]).mean(0)
+        return self.member_predictions(data).mean(0)

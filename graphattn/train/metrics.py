@@ -7,9 +7,10 @@ over tasks of the per-task values.
 from __future__ import annotations
 
 import numpy as np
+from scipy.stats import spearmanr
 from sklearn.metrics import accuracy_score, f1_score, roc_auc_score
 
-__all__ = ["classification_metrics", "node_metrics", "regression_metrics"]
+__all__ = ["classification_metrics", "node_metrics", "regression_metrics", "spread_metrics"]
 
 
 def _per_task(y_true: np.ndarray, y_pred: np.ndarray, fn) -> float:
@@ -34,6 +35,36 @@ def regression_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, floa
         "rmse": _per_task(y_true, y_pred, lambda t, p: np.sqrt(np.mean((t - p) ** 2))),
         "mae": _per_task(y_true, y_pred, lambda t, p: np.mean(np.abs(t - p))),
         "r2": _per_task(y_true, y_pred, r2),
+    }
+
+
+def spread_metrics(y_true: np.ndarray, y_pred: np.ndarray, std: np.ndarray) -> dict[str, float]:
+    """How an ensemble's spread relates to its errors, for ``[n, T]`` arrays (NaN targets
+    ignored; mean over tasks).
+
+    Returns:
+        ``mean_std``, the members' mean standard deviation, and
+        ``spearman_std_abs_error``, the rank correlation of each molecule's standard
+        deviation with its absolute error: near 1 when the molecules the members disagree
+        on are those predicted worst, near 0 when the spread says nothing about the
+        error (NaN with fewer than 3 molecules or a constant spread).
+    """
+    y_true, y_pred, std = (np.asarray(a, float) for a in (y_true, y_pred, std))
+    if y_true.ndim == 1:
+        y_true, y_pred, std = y_true[:, None], y_pred[:, None], std[:, None]
+    means, correlations = [], []
+    for t in range(y_true.shape[1]):
+        keep = ~np.isnan(y_true[:, t])
+        if not keep.any():
+            continue
+        spread, error = std[keep, t], np.abs(y_true[keep, t] - y_pred[keep, t])
+        means.append(spread.mean())
+        ranked = keep.sum() >= 3 and np.ptp(spread) > 0 and np.ptp(error) > 0
+        correlations.append(spearmanr(spread, error).statistic if ranked else np.nan)
+    correlations = [c for c in correlations if not np.isnan(c)]
+    return {
+        "mean_std": float(np.mean(means)) if means else float("nan"),
+        "spearman_std_abs_error": float(np.mean(correlations)) if correlations else float("nan"),
     }
 
 

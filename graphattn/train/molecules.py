@@ -45,7 +45,7 @@ from graphattn.train.loop import (
     warmup_cosine,
     write_json,
 )
-from graphattn.train.metrics import classification_metrics, regression_metrics
+from graphattn.train.metrics import classification_metrics, regression_metrics, spread_metrics
 from graphattn.train.plots import plot_learning_curve
 from graphattn.train.transfer import PretrainedEncoder, encoder_changes, load_pretrained_encoder
 
@@ -59,6 +59,7 @@ __all__ = [
     "load_molecule_model",
     "predict_molecules",
     "prediction_columns",
+    "reports_spread",
     "train_molecule_model",
 ]
 
@@ -221,17 +222,36 @@ def masked_loss(pred: torch.Tensor, target: torch.Tensor, task: str) -> torch.Te
 
 
 @torch.no_grad()
+def _predict_batch(
+    model: MoleculeModel | MoleculeEnsemble, batch, scaler: TargetScaler, task: str
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(prediction [B, T], the members' standard deviation [B, T] or None for one
+    model)``, in the targets' units for regression, as logits for classification."""
+    if isinstance(model, MoleculeEnsemble):
+        members = model.member_predictions(batch)
+        pred, std = members.mean(0), members.std(0)
+    else:
+        pred, std = model(batch), None
+    if task == "regression":
+        pred = scaler.inverse(pred)
+        std = None if std is None else std * scaler.std.to(std.device)
+    return pred, std
+
+
 def _predict_loader(
-    model: MoleculeModel, loader: DataLoader, scaler: TargetScaler, task: str
-) -> tuple[np.ndarray, np.ndarray]:
+    model: MoleculeModel | MoleculeEnsemble, loader: DataLoader, scaler: TargetScaler, task: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``(predictions, targets, the members' std or None)`` of every batch, ``[n, T]``."""
     model.eval()
     device = _model_device(model)
-    preds, targets = [], []
+    preds, stds, targets = [], [], []
     for batch in loader:
-        out = model(batch.to(device)).cpu()
-        preds.append(scaler.inverse(out) if task == "regression" else out)
+        pred, std = _predict_batch(model, batch.to(device), scaler, task)
+        preds.append(pred.cpu())
+        stds.append(None if std is None else std.cpu())
         targets.append(batch.y.cpu())
-    return torch.cat(preds).numpy(), torch.cat(targets).numpy()
+    std = None if stds[0] is None else torch.cat(stds).numpy()
+    return torch.cat(preds).numpy(), torch.cat(targets).numpy(), std
 
 
 def _eval_loader(items: list) -> DataLoader:
@@ -248,10 +268,14 @@ def _metrics(task: str, y: np.ndarray, pred: np.ndarray, names: list[str] | None
     ``names`` of more than one target, ``"per_target"``: each one's metrics in its own
     units (a mean of RMSEs in different units says little on its own)."""
     metrics_of = regression_metrics if task == "regression" else classification_metrics
-    result: dict = metrics_of(y, pred)
+    return _per_target(metrics_of, names, y, pred)
+
+
+def _per_target(metrics_of: Callable, names: list[str] | None, *arrays: np.ndarray) -> dict:
+    result: dict = metrics_of(*arrays)
     if names is not None and len(names) > 1:
         result["per_target"] = {
-            name: metrics_of(y[:, t], pred[:, t]) for t, name in enumerate(names)
+            name: metrics_of(*(a[:, t] for a in arrays)) for t, name in enumerate(names)
         }
     return result
 
@@ -432,12 +456,14 @@ def train_molecule_model(
     train_seconds = time.perf_counter() - start
     model = members[0] if len(members) == 1 else MoleculeEnsemble(members).eval()
 
-    results = {}
-    predictions = {}
+    results, predictions, spread = {}, {}, {}
+    names = list(dataset.target_cols)
     for name, loader in eval_loaders.items():
-        pred, y = _predict_loader(model, loader, scaler, task)
-        predictions[name] = pred
-        results[name] = _metrics(task, y, pred, list(dataset.target_cols))
+        pred, y, std = _predict_loader(model, loader, scaler, task)
+        predictions[name] = (pred, std)
+        results[name] = _metrics(task, y, pred, names)
+        if std is not None and task == "regression" and name != "train":
+            spread[name] = _per_target(spread_metrics, names, y, pred, std)
     metrics = {
         "task": task,
         "dataset": dataset_name,
@@ -453,6 +479,7 @@ def train_molecule_model(
         "selection_metric": f"val_{metric}",
         "epochs_run": len(history),
         "ensemble_size": len(members),
+        **({"ensemble_spread": spread} if spread else {}),
         "train_seconds": round(train_seconds, 2),
         "device": str(device),
         "config": {**asdict(config), "model": model_config.to_dict()},
@@ -655,7 +682,7 @@ def _fit(
             schedule.step()
             total += loss.item() * batch.num_graphs
             count += batch.num_graphs
-        val_pred, val_y = _predict_loader(model, val_loader, scaler, config.task)
+        val_pred, val_y, _ = _predict_loader(model, val_loader, scaler, config.task)
         val_value = _validation_value(config.task, metric, val_y, val_pred)
         best = stopper.step(val_value, epoch, model)
         loss_value = total / max(count, 1)
@@ -685,6 +712,7 @@ def _validation_value(task: str, metric: str, y: np.ndarray, pred: np.ndarray) -
 def _write_run(
     run_dir: Path, model, dataset, split, parts, test_pred, scaler, history, metrics, metric
 ) -> None:
+    """``test_pred``: ``(predictions [n, T], the members' std [n, T] or None)``."""
     run_dir.mkdir(parents=True, exist_ok=True)
     save_checkpoint(
         run_dir,
@@ -703,7 +731,7 @@ def _write_run(
     dataset.write_skipped(run_dir / "skipped.csv")
     plot_learning_curve(history, metric, run_dir / "learning_curve.png")
     cols = list(dataset.target_cols)
-    names, test_pred = prediction_columns(metrics["task"], cols, test_pred)
+    names, test_pred = prediction_columns(metrics["task"], cols, *test_pred)
     with open(run_dir / "predictions.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["row", "smiles", *cols, *names])
@@ -714,14 +742,17 @@ def _write_run(
 
 
 def prediction_columns(
-    task: str, target_cols: list[str], preds: np.ndarray
+    task: str, target_cols: list[str], preds: np.ndarray, std: np.ndarray | None = None
 ) -> tuple[list[str], np.ndarray]:
     """Output columns of ``[n, T]`` predictions: ``pred_<target>`` (values, or logits for
-    classification) and, for classification, ``prob_<target>`` (their sigmoid)."""
+    classification); for classification, ``prob_<target>`` (their sigmoid); for a
+    regression ensemble's ``std`` (the members' standard deviation), ``std_<target>``."""
     names = [f"pred_{c}" for c in target_cols]
-    if task != "classification":
+    if task == "classification":
+        return names + [f"prob_{c}" for c in target_cols], np.concatenate([preds, expit(preds)], 1)
+    if std is None:
         return names, preds
-    return names + [f"prob_{c}" for c in target_cols], np.concatenate([preds, expit(preds)], 1)
+    return names + [f"std_{c}" for c in target_cols], np.concatenate([preds, std], 1)
 
 
 def load_molecule_checkpoint(run_dir: str | Path) -> dict:
@@ -766,14 +797,21 @@ def predict_molecules(
     smiles: list[str],
     batch_size: int = 256,
     device: str | torch.device = "cpu",
-) -> tuple[np.ndarray, list[str]]:
+    return_std: bool = False,
+) -> tuple[np.ndarray, list[str]] | tuple[np.ndarray, list[str], np.ndarray]:
     """Predict every SMILES; unparsable ones get NaN and an error message.
 
     ``device`` runs the model there (``"cpu"``, ``"cuda"``, ``"auto"``).
+    ``return_std`` also returns the standard deviation of an ensemble's members around
+    each prediction, in the same units. It ranks molecules by how much the members
+    disagree; it is not a calibrated error bar (members that start from one pretrained
+    encoder disagree far less than they err; see ``ensemble_spread`` in the run's
+    ``metrics.json`` for how well it ranks the errors).
 
     Returns:
         ``(predictions [n, T] in the targets' units (or logits), errors [n])`` with
-        ``errors[i] == ""`` for rows that were predicted.
+        ``errors[i] == ""`` for rows that were predicted; with ``return_std``, also
+        ``std [n, T]`` (NaN for unparsable rows, and everywhere for a single model).
     """
     model, meta = load_molecule_model(run_dir, device)
     device = _model_device(model)
@@ -781,6 +819,7 @@ def predict_molecules(
     scaler = TargetScaler(**meta["scaler"])
     num_tasks = len(meta["target_cols"])
     preds = np.full((len(smiles), num_tasks), np.nan)
+    stds = np.full((len(smiles), num_tasks), np.nan)
     errors = [""] * len(smiles)
     graphs, rows = [], []
     transform = model.pe_transform()
@@ -794,11 +833,12 @@ def predict_molecules(
     for start in range(0, len(graphs), batch_size):
         chunk = graphs[start : start + batch_size]
         batch = Batch.from_data_list(chunk).to(device)
-        out = model(batch).cpu()
-        if meta["task"] == "regression":
-            out = scaler.inverse(out)
-        preds[rows[start : start + batch_size]] = out.numpy()
-    return preds, errors
+        pred, std = _predict_batch(model, batch, scaler, meta["task"])
+        at = rows[start : start + batch_size]
+        preds[at] = pred.cpu().numpy()
+        if std is not None:
+            stds[at] = std.cpu().numpy()
+    return (preds, errors, stds) if return_std else (preds, errors)
 
 
 def evaluate_molecules(
@@ -810,6 +850,8 @@ def evaluate_molecules(
     """Metrics of a trained model on labelled molecules (unparsable rows are counted).
 
     ``targets`` is ``[n, T]`` in the order of the model's targets, NaN where unknown.
+    A regression ensemble also gets ``ensemble_spread``
+    (:func:`~graphattn.train.metrics.spread_metrics`).
     """
     meta = load_molecule_checkpoint(run_dir)
     names = list(meta["target_cols"])
@@ -818,11 +860,22 @@ def evaluate_molecules(
             f"targets must have shape [{len(smiles)}, {len(names)}] (the model's targets "
             f"{names}), got {list(targets.shape)}"
         )
-    preds, errors = predict_molecules(run_dir, smiles, device=device)
+    preds, errors, std = predict_molecules(run_dir, smiles, device=device, return_std=True)
     ok = np.array([e == "" for e in errors], dtype=bool)
-    return {
+    result = {
         "task": meta["task"],
         "num_rows": len(smiles),
         "num_failed": int((~ok).sum()),
         "metrics": _metrics(meta["task"], targets[ok], preds[ok], names),
     }
+    if reports_spread(meta):
+        result["ensemble_spread"] = _per_target(
+            spread_metrics, names, targets[ok], preds[ok], std[ok]
+        )
+    return result
+
+
+def reports_spread(checkpoint: dict) -> bool:
+    """Whether a checkpoint's model reports its members' spread (``std_<target>``
+    columns, ``ensemble_spread`` metrics): a regression ensemble."""
+    return checkpoint["task"] == "regression" and int(checkpoint.get("ensemble_size", 1)) > 1
