@@ -68,6 +68,11 @@ def test_run_folder_has_every_file_and_a_complete_metrics_json(esol_run):
     with open(run_dir / "predictions.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == metrics["num_molecules"]["test"]
+    (target,) = dataset.target_cols
+    with open(dataset.path, newline="") as handle:
+        measured = [r[target] for r in csv.DictReader(handle)]
+    # the measured values as the data set writes them, not float32's -5.449999809265137
+    assert [r[target] for r in rows] == [f"{float(measured[int(r['row'])]):g}" for r in rows]
     assert (run_dir / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

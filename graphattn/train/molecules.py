@@ -736,9 +736,9 @@ def _write_run(
         writer = csv.writer(handle)
         writer.writerow(["row", "smiles", *cols, *names])
         for data, pred in zip(parts["test"], test_pred, strict=True):
-            writer.writerow(
-                [int(data.row), data.smiles, *data.y.view(-1).tolist(), *np.round(pred, 6).tolist()]
-            )
+            values = [*data.y.view(-1).tolist(), *pred.tolist()]
+            # 7 significant digits, what float32 holds: the CSV's -5.45, not -5.449999809
+            writer.writerow([int(data.row), data.smiles, *(f"{v:.7g}" for v in values)])
 
 
 def prediction_columns(
