@@ -27,6 +27,7 @@ metrics = train_molecule_model(dataset, config, run_dir=args.out, dataset_name="
 print(f"test RMSE {metrics['test']['rmse']:.3f} log mol/L, run folder {args.out}")
 
 smiles = ["CCO", "c1ccccc1", "OC(=O)c1ccccc1O", "not a molecule"]
-predictions, errors = predict_molecules(args.out, smiles)
-for s, p, e in zip(smiles, predictions[:, 0], errors, strict=True):
-    print(f"{s:>20}: {'error: ' + e if e else f'{p:.2f} log mol/L'}")
+# std: how far the ensemble's members disagree (it ranks molecules; not an error bar)
+predictions, errors, std = predict_molecules(args.out, smiles, return_std=True)
+for s, p, d, e in zip(smiles, predictions[:, 0], std[:, 0], errors, strict=True):
+    print(f"{s:>20}: {'error: ' + e if e else f'{p:.2f} log mol/L (members ±{d:.2f})'}")
