@@ -187,10 +187,17 @@ def _positive_int(text: str) -> int:
 
 
 def _add_predict(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("predict", help="predict molecules of a CSV with a trained model")
+    p = sub.add_parser(
+        "predict",
+        help="predict molecules of a CSV with a trained model",
+        description="Write the input CSV with pred_<target> columns (classification: also "
+        "prob_<target>; a regression ensemble: also std_<target>, the members' standard "
+        "deviation, which ranks molecules by disagreement and is not an error bar) and an "
+        "error column; one output row per input row, in order.",
+    )
     p.add_argument("--model", type=Path, required=True, help="run folder made by train")
-    p.add_argument("--csv", type=Path, required=True)
-    p.add_argument("--smiles-col", default="smiles")
+    p.add_argument("--csv", type=Path, required=True, help="input CSV with a header")
+    p.add_argument("--smiles-col", default="smiles", help="SMILES column (default: smiles)")
     p.add_argument("--out", type=Path, required=True, help="output CSV")
     _add_compute(p)
 
