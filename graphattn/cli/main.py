@@ -411,7 +411,7 @@ def _fresh_name(name: str, taken: set[str]) -> str:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from graphattn.train.molecules import (
+    from graphattn.train.molecule_inference import (
         load_molecule_checkpoint,
         predict_molecules,
         prediction_columns,
@@ -494,7 +494,7 @@ def _labels(
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from graphattn.train.loop import to_json
-    from graphattn.train.molecules import evaluate_molecules, load_molecule_checkpoint
+    from graphattn.train.molecule_inference import evaluate_molecules, load_molecule_checkpoint
 
     targets = list(load_molecule_checkpoint(args.model)["target_cols"])
     header, rows = _read_csv(args.csv)

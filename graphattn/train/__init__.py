@@ -1,12 +1,11 @@
 """Training, prediction and evaluation (the CLI is a thin layer over these)."""
 
-from graphattn.train.molecules import (
-    MoleculeTrainConfig,
+from graphattn.train.molecule_inference import (
     evaluate_molecules,
     load_molecule_model,
     predict_molecules,
-    train_molecule_model,
 )
+from graphattn.train.molecules import MoleculeTrainConfig, train_molecule_model
 from graphattn.train.nodes import NodeTrainConfig, train_node_model
 from graphattn.train.transfer import load_pretrained_encoder
 

@@ -1,0 +1,260 @@
+"""Predict with and evaluate trained molecule models, and the pieces that training
+shares with them (target scaling, batched prediction, metrics, output columns).
+
+Data path at prediction time: SMILES -> the run's featurizer -> ``Batch`` ->
+:class:`~graphattn.models.MoleculeModel` (or an ensemble) -> unscaled predictions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+from scipy.special import expit
+from torch_geometric.data import Batch
+from torch_geometric.loader import DataLoader
+
+from graphattn.errors import GraphInputError
+from graphattn.featurize.molecule import MoleculeFeaturizer
+from graphattn.models.molecule import MoleculeEnsemble, MoleculeModel, MoleculeModelConfig
+from graphattn.train.checkpoint import load_checkpoint
+from graphattn.train.loop import training_device
+from graphattn.train.metrics import classification_metrics, regression_metrics, spread_metrics
+
+__all__ = [
+    "TargetScaler",
+    "evaluate_molecules",
+    "load_molecule_checkpoint",
+    "load_molecule_model",
+    "predict_molecules",
+    "prediction_columns",
+    "reports_spread",
+]
+
+
+class TargetScaler:
+    """Standardise each target with the training set's mean and std (NaN-aware)."""
+
+    def __init__(self, mean: list[float], std: list[float]) -> None:
+        self.mean = torch.tensor(mean, dtype=torch.float32)
+        self.std = torch.tensor(std, dtype=torch.float32)
+
+    @classmethod
+    def fit(cls, targets: torch.Tensor) -> TargetScaler:
+        y = targets.double().numpy()
+        std = np.nanstd(y, axis=0)
+        return cls(np.nanmean(y, axis=0).tolist(), np.where(std > 0, std, 1.0).tolist())
+
+    @classmethod
+    def identity(cls, num_tasks: int) -> TargetScaler:
+        return cls([0.0] * num_tasks, [1.0] * num_tasks)
+
+    def transform(self, y: torch.Tensor) -> torch.Tensor:
+        return (y - self.mean.to(y.device)) / self.std.to(y.device)
+
+    def inverse(self, y: torch.Tensor) -> torch.Tensor:
+        return y * self.std.to(y.device) + self.mean.to(y.device)
+
+    def to_dict(self) -> dict:
+        return {"mean": self.mean.tolist(), "std": self.std.tolist()}
+
+
+@torch.no_grad()
+def _predict_batch(
+    model: MoleculeModel | MoleculeEnsemble, batch, scaler: TargetScaler, task: str
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(prediction [B, T], the members' standard deviation [B, T] or None for one
+    model)``, in the targets' units for regression, as logits for classification."""
+    if isinstance(model, MoleculeEnsemble):
+        members = model.member_predictions(batch)
+        pred, std = members.mean(0), members.std(0)
+    else:
+        pred, std = model(batch), None
+    if task == "regression":
+        pred = scaler.inverse(pred)
+        std = None if std is None else std * scaler.std.to(std.device)
+    return pred, std
+
+
+def _predict_loader(
+    model: MoleculeModel | MoleculeEnsemble, loader: DataLoader, scaler: TargetScaler, task: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``(predictions, targets, the members' std or None)`` of every batch, ``[n, T]``."""
+    model.eval()
+    device = _model_device(model)
+    preds, stds, targets = [], [], []
+    for batch in loader:
+        pred, std = _predict_batch(model, batch.to(device), scaler, task)
+        preds.append(pred.cpu())
+        stds.append(None if std is None else std.cpu())
+        targets.append(batch.y.cpu())
+    std = None if stds[0] is None else torch.cat(stds).numpy()
+    return torch.cat(preds).numpy(), torch.cat(targets).numpy(), std
+
+
+def _eval_loader(items: list) -> DataLoader:
+    """Batches for evaluation (no shuffling; larger than training batches)."""
+    return DataLoader(items, batch_size=256)
+
+
+def _model_device(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _metrics(task: str, y: np.ndarray, pred: np.ndarray, names: list[str] | None = None) -> dict:
+    """Metrics of ``[n, T]`` targets and predictions: the mean over targets and, with
+    ``names`` of more than one target, ``"per_target"``: each one's metrics in its own
+    units (a mean of RMSEs in different units says little on its own)."""
+    metrics_of = regression_metrics if task == "regression" else classification_metrics
+    return _per_target(metrics_of, names, y, pred)
+
+
+def _per_target(metrics_of: Callable, names: list[str] | None, *arrays: np.ndarray) -> dict:
+    result: dict = metrics_of(*arrays)
+    if names is not None and len(names) > 1:
+        result["per_target"] = {
+            name: metrics_of(*(a[:, t] for a in arrays)) for t, name in enumerate(names)
+        }
+    return result
+
+
+def prediction_columns(
+    task: str, target_cols: list[str], preds: np.ndarray, std: np.ndarray | None = None
+) -> tuple[list[str], np.ndarray]:
+    """Output columns of ``[n, T]`` predictions: ``pred_<target>`` (values, or logits for
+    classification); for classification, ``prob_<target>`` (their sigmoid); for a
+    regression ensemble's ``std`` (the members' standard deviation), ``std_<target>``."""
+    names = [f"pred_{c}" for c in target_cols]
+    if task == "classification":
+        return names + [f"prob_{c}" for c in target_cols], np.concatenate([preds, expit(preds)], 1)
+    if std is None:
+        return names, preds
+    return names + [f"std_{c}" for c in target_cols], np.concatenate([preds, std], 1)
+
+
+def load_molecule_checkpoint(run_dir: str | Path) -> dict:
+    """:func:`~graphattn.train.checkpoint.load_checkpoint`, refusing other kinds of model.
+
+    Raises:
+        GraphInputError: the run folder holds a node-classification (or other) model.
+    """
+    checkpoint = load_checkpoint(run_dir)
+    if checkpoint.get("kind") != "molecule":
+        raise GraphInputError(
+            f"{run_dir} holds a {checkpoint.get('kind')!r} model, not a molecule model "
+            "(node runs write their predictions.csv when they train)"
+        )
+    return checkpoint
+
+
+def load_molecule_model(
+    run_dir: str | Path, device: str | torch.device = "cpu"
+) -> tuple[MoleculeModel | MoleculeEnsemble, dict]:
+    """Rebuild a trained model from a run folder: ``(model in eval mode, checkpoint meta)``.
+
+    Args:
+        run_dir: a run folder made by :func:`train_molecule_model` (or its ``model.pt``).
+        device: where to put the model (``"cpu"``, ``"cuda"``, ``"auto"``).
+    """
+    checkpoint = load_molecule_checkpoint(run_dir)
+    config = MoleculeModelConfig.from_dict(checkpoint["model_config"])
+    size = int(checkpoint.get("ensemble_size", 1))
+    model = (
+        MoleculeModel(config)
+        if size == 1
+        else MoleculeEnsemble([MoleculeModel(config) for _ in range(size)])
+    )
+    model.load_state_dict(checkpoint["state_dict"])
+    return model.to(training_device(device)).eval(), checkpoint
+
+
+@torch.no_grad()
+def predict_molecules(
+    run_dir: str | Path,
+    smiles: list[str],
+    batch_size: int = 256,
+    device: str | torch.device = "cpu",
+    return_std: bool = False,
+) -> tuple[np.ndarray, list[str]] | tuple[np.ndarray, list[str], np.ndarray]:
+    """Predict every SMILES; unparsable ones get NaN and an error message.
+
+    ``device`` runs the model there (``"cpu"``, ``"cuda"``, ``"auto"``).
+    ``return_std`` also returns the standard deviation of an ensemble's members around
+    each prediction, in the same units. It ranks molecules by how much the members
+    disagree; it is not a calibrated error bar (members that start from one pretrained
+    encoder disagree far less than they err; see ``ensemble_spread`` in the run's
+    ``metrics.json`` for how well it ranks the errors).
+
+    Returns:
+        ``(predictions [n, T] in the targets' units (or logits), errors [n])`` with
+        ``errors[i] == ""`` for rows that were predicted; with ``return_std``, also
+        ``std [n, T]`` (NaN for unparsable rows, and everywhere for a single model).
+    """
+    model, meta = load_molecule_model(run_dir, device)
+    device = _model_device(model)
+    featurizer = MoleculeFeaturizer.from_dict(meta["featurizer"])
+    scaler = TargetScaler(**meta["scaler"])
+    num_tasks = len(meta["target_cols"])
+    preds = np.full((len(smiles), num_tasks), np.nan)
+    stds = np.full((len(smiles), num_tasks), np.nan)
+    errors = [""] * len(smiles)
+    graphs, rows = [], []
+    transform = model.pe_transform()
+    for i, s in enumerate(smiles):
+        try:
+            graph = featurizer(s)
+            graphs.append(graph if transform is None else transform(graph))
+            rows.append(i)
+        except ValueError as err:
+            errors[i] = str(err)
+    for start in range(0, len(graphs), batch_size):
+        chunk = graphs[start : start + batch_size]
+        batch = Batch.from_data_list(chunk).to(device)
+        pred, std = _predict_batch(model, batch, scaler, meta["task"])
+        at = rows[start : start + batch_size]
+        preds[at] = pred.cpu().numpy()
+        if std is not None:
+            stds[at] = std.cpu().numpy()
+    return (preds, errors, stds) if return_std else (preds, errors)
+
+
+def evaluate_molecules(
+    run_dir: str | Path,
+    smiles: list[str],
+    targets: np.ndarray,
+    device: str | torch.device = "cpu",
+) -> dict:
+    """Metrics of a trained model on labelled molecules (unparsable rows are counted).
+
+    ``targets`` is ``[n, T]`` in the order of the model's targets, NaN where unknown.
+    A regression ensemble also gets ``ensemble_spread``
+    (:func:`~graphattn.train.metrics.spread_metrics`).
+    """
+    meta = load_molecule_checkpoint(run_dir)
+    names = list(meta["target_cols"])
+    if targets.ndim != 2 or targets.shape != (len(smiles), len(names)):
+        raise GraphInputError(
+            f"targets must have shape [{len(smiles)}, {len(names)}] (the model's targets "
+            f"{names}), got {list(targets.shape)}"
+        )
+    preds, errors, std = predict_molecules(run_dir, smiles, device=device, return_std=True)
+    ok = np.array([e == "" for e in errors], dtype=bool)
+    result = {
+        "task": meta["task"],
+        "num_rows": len(smiles),
+        "num_failed": int((~ok).sum()),
+        "metrics": _metrics(meta["task"], targets[ok], preds[ok], names),
+    }
+    if reports_spread(meta):
+        result["ensemble_spread"] = _per_target(
+            spread_metrics, names, targets[ok], preds[ok], std[ok]
+        )
+    return result
+
+
+def reports_spread(checkpoint: dict) -> bool:
+    """Whether a checkpoint's model reports its members' spread (``std_<target>``
+    columns, ``ensemble_spread`` metrics): a regression ensemble."""
+    return checkpoint["task"] == "regression" and int(checkpoint.get("ensemble_size", 1)) > 1
