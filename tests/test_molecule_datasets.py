@@ -100,6 +100,7 @@ def test_skipped_rows_are_logged(tmp_path: Path, caplog: pytest.LogCaptureFixtur
     with caplog.at_level(logging.WARNING, logger="graphattn.datasets.molecules"):
         MoleculeCSV(write(tmp_path, BAD_CSV), target_cols=["logS"], name="bad")
     assert any("skipped 4 of 7" in r.getMessage() for r in caplog.records)
+    assert any("counted from 0" in r.getMessage() for r in caplog.records)
 
 
 def test_missing_column_lists_available_columns(tmp_path: Path) -> None:

@@ -413,7 +413,8 @@ def test_no_usable_rows_is_an_error_that_still_writes_skipped_csv(tmp_path):
     source = tmp_path / "m.csv"
     source.write_text("smiles,y\nCCO,high\nCCN,low\n")
     dataset = MoleculeCSV(source, target_cols=["y"])
-    with pytest.raises(GraphInputError, match=r"all 2 rows were skipped \(e\.g\. row 0: .*high"):
+    first = r"\(e\.g\. data row 0, counted from 0: .*high"
+    with pytest.raises(GraphInputError, match=r"all 2 rows were skipped " + first):
         train_molecule_model(dataset, tiny_config(), run_dir=tmp_path / "run", progress=False)
     with open(tmp_path / "run" / "skipped.csv") as handle:
         assert [r["smiles"] for r in csv.DictReader(handle)] == ["CCO", "CCN"]
@@ -424,8 +425,13 @@ def test_splits_and_targets_the_trainer_cannot_use_are_errors(tmp_path):
 
     two = tmp_path / "two.csv"
     two.write_text("smiles,y\nCCO,1\nCCC,2\n")
-    with pytest.raises(GraphInputError, match=r"left the val part empty"):
+    with pytest.raises(GraphInputError, match=r"left the val part empty") as random_error:
         train_molecule_model(MoleculeCSV(two, target_cols=["y"]), tiny_config(), progress=False)
+    assert "or a random split" not in str(random_error.value)  # it is one already
+    with pytest.raises(GraphInputError, match=r"part empty .*, or a random split"):
+        train_molecule_model(
+            MoleculeCSV(two, target_cols=["y"]), tiny_config(split="scaffold"), progress=False
+        )
 
     empty = tmp_path / "empty.csv"
     empty.write_text("smiles,y,z\n" + "".join(f"{'C' * n}O,,{n}\n" for n in range(1, 13)))

@@ -508,8 +508,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if bad:
         first = bad[0]
         print(
-            f"{len(bad)} label cell(s) are not numbers and were read as missing (e.g. row "
-            f"{first['row']}: {first['reason']})",
+            f"{len(bad)} label cell(s) are not numbers and were read as missing (e.g. data "
+            f"row {first['row']}, counted from 0: {first['reason']})",
             file=sys.stderr,
         )
     text = to_json(result)

@@ -216,7 +216,9 @@ def _check_not_empty(dataset, run_dir: str | Path | None) -> None:
     if run_dir is not None and hasattr(dataset, "write_skipped"):
         Path(run_dir).mkdir(parents=True, exist_ok=True)
         where = f"; reasons in {dataset.write_skipped(Path(run_dir) / 'skipped.csv')}"
-    first = f" (e.g. row {skipped[0].row}: {skipped[0].reason})" if skipped else ""
+    first = ""
+    if skipped:
+        first = f" (e.g. data row {skipped[0].row}, counted from 0: {skipped[0].reason})"
     raise GraphInputError(
         f"no molecules to train on: all {len(skipped)} rows were skipped{first}{where}"
     )
@@ -228,10 +230,12 @@ def _part_targets(parts: dict[str, list], target_cols: list[str], config) -> dic
     for name, part in parts.items():
         if not part:
             sizes = {k: len(v) for k, v in parts.items()}
+            remedy = "more data or a larger fraction for it"
+            if config.split == "scaffold":  # whole scaffolds go to one part
+                remedy += ", or a random split"
             raise GraphInputError(
                 f"the {config.split} split with fractions {tuple(config.fractions)} left the "
-                f"{name} part empty ({sizes}); every part needs molecules: use more data, "
-                "other fractions or a random split"
+                f"{name} part empty ({sizes}); every part needs molecules: use {remedy}"
             )
     targets = {name: torch.cat([d.y for d in part]) for name, part in parts.items()}
     known = (~torch.isnan(targets["train"])).sum(0).tolist()
