@@ -71,6 +71,9 @@ class SkippedRow:
     smiles: str
     reason: str
 
+    def __str__(self) -> str:
+        return f"data row {self.row}, counted from 0: {self.reason}"
+
 
 @dataclass(frozen=True)
 class MoleculeRecord:
@@ -138,14 +141,13 @@ class MoleculeDataset(Dataset):
         )
         if self.skipped:
             logger.warning(
-                "%s: skipped %d of %d rows (e.g. data row %d, counted from 0: %s); all of them "
+                "%s: skipped %d of %d rows (e.g. %s); all of them "
                 "are listed in skipped.csv (graphattn train run folder; in Python: .skipped, "
                 "write_skipped())",
                 self.name,
                 len(self.skipped),
                 self.num_rows_read,
-                self.skipped[0].row,
-                self.skipped[0].reason,
+                self.skipped[0],
             )
 
     def _featurize(self, record: MoleculeRecord | SkippedRow) -> Data | None:

@@ -94,11 +94,6 @@ def _predict_loader(
     return torch.cat(preds).numpy(), torch.cat(targets).numpy(), std
 
 
-def _eval_loader(items: list) -> DataLoader:
-    """Batches for evaluation (no shuffling; larger than training batches)."""
-    return DataLoader(items, batch_size=256)
-
-
 def _model_device(model: torch.nn.Module) -> torch.device:
     return next(model.parameters()).device
 
@@ -193,6 +188,14 @@ def predict_molecules(
         ``std [n, T]`` (NaN for unparsable rows, and everywhere for a single model).
     """
     model, meta = load_molecule_model(run_dir, device)
+    preds, errors, stds = _predict_smiles(model, meta, smiles, batch_size)
+    return (preds, errors, stds) if return_std else (preds, errors)
+
+
+def _predict_smiles(
+    model: MoleculeModel | MoleculeEnsemble, meta: dict, smiles: list[str], batch_size: int = 256
+) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """:func:`predict_molecules` with the model loaded: ``(preds, errors, std)``."""
     device = _model_device(model)
     featurizer = MoleculeFeaturizer.from_dict(meta["featurizer"])
     scaler = TargetScaler(**meta["scaler"])
@@ -217,7 +220,7 @@ def predict_molecules(
         preds[at] = pred.cpu().numpy()
         if std is not None:
             stds[at] = std.cpu().numpy()
-    return (preds, errors, stds) if return_std else (preds, errors)
+    return preds, errors, stds
 
 
 def evaluate_molecules(
@@ -232,14 +235,14 @@ def evaluate_molecules(
     A regression ensemble also gets ``ensemble_spread``
     (:func:`~graphattn.train.metrics.spread_metrics`).
     """
-    meta = load_molecule_checkpoint(run_dir)
+    model, meta = load_molecule_model(run_dir, device)
     names = list(meta["target_cols"])
     if targets.ndim != 2 or targets.shape != (len(smiles), len(names)):
         raise GraphInputError(
             f"targets must have shape [{len(smiles)}, {len(names)}] (the model's targets "
             f"{names}), got {list(targets.shape)}"
         )
-    preds, errors, std = predict_molecules(run_dir, smiles, device=device, return_std=True)
+    preds, errors, std = _predict_smiles(model, meta, smiles)
     ok = np.array([e == "" for e in errors], dtype=bool)
     result = {
         "task": meta["task"],

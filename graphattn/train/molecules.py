@@ -49,7 +49,6 @@ from graphattn.train.metrics import spread_metrics
 from graphattn.train.molecule_inference import *  # noqa: F403  (re-exported, see __all__)
 from graphattn.train.molecule_inference import (
     TargetScaler,
-    _eval_loader,
     _metrics,
     _model_device,
     _per_target,
@@ -199,6 +198,11 @@ def masked_loss(pred: torch.Tensor, target: torch.Tensor, task: str) -> torch.Te
     return F.binary_cross_entropy_with_logits(pred[known], target[known])
 
 
+def _eval_loader(items: list) -> DataLoader:
+    """Batches for evaluation (no shuffling; larger than training batches)."""
+    return DataLoader(items, batch_size=256)
+
+
 def _make_split(dataset, config: MoleculeTrainConfig) -> dict[str, np.ndarray]:
     if config.split == "random":
         return random_split(len(dataset), config.fractions, config.seed)
@@ -216,9 +220,7 @@ def _check_not_empty(dataset, run_dir: str | Path | None) -> None:
     if run_dir is not None and hasattr(dataset, "write_skipped"):
         Path(run_dir).mkdir(parents=True, exist_ok=True)
         where = f"; reasons in {dataset.write_skipped(Path(run_dir) / 'skipped.csv')}"
-    first = ""
-    if skipped:
-        first = f" (e.g. data row {skipped[0].row}, counted from 0: {skipped[0].reason})"
+    first = f" (e.g. {skipped[0]})" if skipped else ""
     raise GraphInputError(
         f"no molecules to train on: all {len(skipped)} rows were skipped{first}{where}"
     )
