@@ -15,6 +15,8 @@ from rdkit.Chem import Descriptors, rdMolDescriptors
 from graphattn.datasets.molecules import (
     MOLECULE_DATASETS,
     MoleculeCSV,
+    MoleculeDataset,
+    MoleculeRecord,
     MoleculeSDF,
     load_molecule_dataset,
     nci_tpsa_path,
@@ -101,6 +103,12 @@ def test_skipped_rows_are_logged(tmp_path: Path, caplog: pytest.LogCaptureFixtur
         MoleculeCSV(write(tmp_path, BAD_CSV), target_cols=["logS"], name="bad")
     assert any("skipped 4 of 7" in r.getMessage() for r in caplog.records)
     assert any("counted from 0" in r.getMessage() for r in caplog.records)
+
+
+def test_record_with_wrong_number_of_targets_names_the_row() -> None:
+    records = [MoleculeRecord(0, "CCO", [1.0]), MoleculeRecord(1, "CCN", [1.0, 2.0])]
+    with pytest.raises(GraphInputError, match=r"data row 1 \(counted from 0\) has 2 targets"):
+        MoleculeDataset(records, target_cols=["y"], name="custom")
 
 
 def test_missing_column_lists_available_columns(tmp_path: Path) -> None:

@@ -157,8 +157,9 @@ class MoleculeDataset(Dataset):
             return None
         if len(record.targets) != len(self.target_cols):
             raise GraphInputError(
-                f"{self.name}: row {record.row} has {len(record.targets)} targets, "
-                f"expected {len(self.target_cols)} ({self.target_cols})"
+                f"{self.name}: data row {record.row} (counted from 0) has "
+                f"{len(record.targets)} targets, expected {len(self.target_cols)} "
+                f"({self.target_cols})"
             )
         try:
             data = self.featurizer(record.molecule)
