@@ -141,9 +141,8 @@ class MoleculeDataset(Dataset):
         )
         if self.skipped:
             logger.warning(
-                "%s: skipped %d of %d rows (e.g. %s); all of them "
-                "are listed in skipped.csv (graphattn train run folder; in Python: .skipped, "
-                "write_skipped())",
+                "%s: skipped %d of %d rows (e.g. %s); all of them are listed in skipped.csv "
+                "(graphattn train run folder; in Python: .skipped, write_skipped())",
                 self.name,
                 len(self.skipped),
                 self.num_rows_read,

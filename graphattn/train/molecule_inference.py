@@ -165,7 +165,6 @@ def load_molecule_model(
     return model.to(training_device(device)).eval(), checkpoint
 
 
-@torch.no_grad()
 def predict_molecules(
     run_dir: str | Path,
     smiles: list[str],
@@ -192,6 +191,7 @@ def predict_molecules(
     return (preds, errors, stds) if return_std else (preds, errors)
 
 
+@torch.no_grad()
 def _predict_smiles(
     model: MoleculeModel | MoleculeEnsemble, meta: dict, smiles: list[str], batch_size: int = 256
 ) -> tuple[np.ndarray, list[str], np.ndarray]:

@@ -36,7 +36,6 @@ from graphattn.models.molecule import (
 )
 from graphattn.optim import adamw
 from graphattn.splits.molecules import random_split, save_split, scaffold_split
-from graphattn.train import molecule_inference
 from graphattn.train.checkpoint import save_checkpoint
 from graphattn.train.loop import (
     EarlyStopping,
@@ -46,14 +45,18 @@ from graphattn.train.loop import (
     write_json,
 )
 from graphattn.train.metrics import spread_metrics
-from graphattn.train.molecule_inference import *  # noqa: F403  (re-exported, see __all__)
 from graphattn.train.molecule_inference import (
     TargetScaler,
     _metrics,
     _model_device,
     _per_target,
     _predict_loader,
+    evaluate_molecules,
+    load_molecule_checkpoint,
+    load_molecule_model,
+    predict_molecules,
     prediction_columns,
+    reports_spread,
 )
 from graphattn.train.plots import plot_learning_curve
 from graphattn.train.transfer import PretrainedEncoder, encoder_changes, load_pretrained_encoder
@@ -63,8 +66,14 @@ __all__ = [
     "DATASET_DEFAULTS",
     "FINE_TUNING_MODEL",
     "MoleculeTrainConfig",
+    "TargetScaler",
+    "evaluate_molecules",
+    "load_molecule_checkpoint",
+    "load_molecule_model",
+    "predict_molecules",
+    "prediction_columns",
+    "reports_spread",
     "train_molecule_model",
-    *molecule_inference.__all__,
 ]
 
 log = logging.getLogger(__name__)
