@@ -499,3 +499,12 @@ def test_spread_metrics_rank_the_spread_against_the_errors():
     assert spread_metrics(y[:, 1], pred[:, 1], std[:, 1])["spearman_std_abs_error"] == -1.0
     constant = spread_metrics(y[:, 0], pred[:, 0], np.full(4, 0.5))
     assert np.isnan(constant["spearman_std_abs_error"]) and constant["mean_std"] == 0.5
+
+
+def test_inference_names_stay_importable_from_the_training_module():
+    import graphattn.train.molecule_inference as inference
+    import graphattn.train.molecules as training
+
+    for name in inference.__all__:
+        assert getattr(training, name) is getattr(inference, name), name
+        assert name in training.__all__, name
