@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -46,3 +50,23 @@ def test_per_process_follows_torch_threads() -> None:
     finally:
         torch.set_num_threads(threads)
     assert built == [False, True]  # each version built once
+
+
+def test_numba_capped_below_torch_leaves_torch_threads_alone() -> None:
+    # With NUMBA_NUM_THREADS=1, numba.set_num_threads(1) also lowers torch's thread
+    # count (one OpenMP runtime); the cap applies at Numba's start, hence a new process.
+    script = (
+        "import torch\n"
+        "from graphattn.ops.compiled import per_process\n"
+        "versions = per_process(lambda parallel: parallel)\n"
+        "torch.set_num_threads(1)\n"
+        "torch.set_num_threads(2)\n"
+        "assert versions() is True\n"
+        "print(torch.get_num_threads())\n"
+    )
+    env = {**os.environ, "NUMBA_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["2"]

@@ -64,6 +64,10 @@ def _parallel() -> bool:
 
     _PARALLEL_PID = os.getpid()
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    if torch.get_num_threads() != threads:
+        # Numba's OpenMP layer shares torch's OpenMP runtime: with NUMBA_NUM_THREADS
+        # below torch's count, the call above lowered torch's threads too.
+        torch.set_num_threads(threads)
     return True
 
 
