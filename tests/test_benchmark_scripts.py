@@ -60,6 +60,7 @@ def test_molecule_targets_records_a_graphattn_variant(data_dir, tmp_path):
     (run,) = payload["runs"]
     assert run["config"]["model"]["layers"] == 1 and run["config"]["batch_size"] == 16
     assert "Not the targets' setting" in (tmp_path / "molecule_targets.md").read_text()
+    assert payload["targets"] and all(c["met"] is None for c in payload["targets"])
 
 
 def test_pretraining_compares_scratch_and_pretrained_starts_on_the_same_split(data_dir, tmp_path):
@@ -507,6 +508,20 @@ def test_molecule_target_with_finite_seeds_is_judged_on_the_mean(monkeypatch):
     rmse = next(c for c in script.check_targets([summary]) if "RMSE" in c["target"])
     assert rmse["met"] is True and rmse["note"] is None
     assert script._mean_rows([summary])[0][2] == "2/2"
+
+
+def test_molecule_targets_are_not_judged_outside_their_setting(monkeypatch):
+    script = import_script("molecule_targets", monkeypatch)
+    settings = {"smoke": False, "graphattn_variant": None, "seeds": [0, 1, 2]}
+    assert script.setting_caveats(settings) == []
+    assert script.setting_caveats({**settings, "seeds": [6, 7]}) == ["seeds [6, 7]"]
+    assert script.setting_caveats({**settings, "smoke": True}) == ["smoke run"]
+    (summary,) = script.summarize_runs([_molecule_run(6, 0.4), _molecule_run(7, 0.5)])
+    checks = script.check_targets([summary], judged=False)
+    assert len(checks) == 2  # ESOL's RMSE and training-time targets
+    assert all(c["met"] is None and c["note"] == "not the targets' setting" for c in checks)
+    rmse = next(c for c in checks if "RMSE" in c["target"])
+    assert rmse["value"] == pytest.approx(0.45)  # still listed, below 0.55, but not judged
 
 
 def _node_run(seed: int, accuracy: float) -> dict:
