@@ -66,6 +66,37 @@ def test_predict_keeps_the_users_columns_of_the_same_names(two_target_run, tmp_p
     assert rows[0]["error_2"] == "" and rows[1]["error_2"] and rows[1]["pred_y_2"] == ""
 
 
+def test_predict_notes_rows_of_several_fragments(two_target_run, tmp_path, capsys):
+    source = tmp_path / "in.csv"
+    # "C1.C1" is ethane written with a ring-closure bond across the '.': one fragment
+    source.write_text("smiles\nCCO\nC1.C1\nCC(=O)[O-].[Na+]\nC.C(\nOCCO.O\n")
+    out = tmp_path / "out.csv"
+    assert main(["predict", "--model", str(two_target_run), "--csv", str(source),
+                 "--out", str(out)]) == 0  # fmt: skip
+    err = capsys.readouterr().err
+    assert "2 row(s) hold several disconnected fragments" in err
+    assert "data row 2, counted from 0: CC(=O)[O-].[Na+]" in err
+    rows = read_rows(out)
+    assert [r["error"] == "" for r in rows] == [True, True, True, False, True]
+    assert rows[2]["pred_y"] != "" and rows[4]["pred_y"] != ""  # noted, still predicted
+
+
+def test_predict_of_single_molecules_prints_no_fragment_note(two_target_run, tmp_path, capsys):
+    source = tmp_path / "in.csv"
+    source.write_text("smiles\nCCO\nC1.C1\nc1ccccc1\n")
+    assert main(["predict", "--model", str(two_target_run), "--csv", str(source),
+                 "--out", str(tmp_path / "out.csv")]) == 0  # fmt: skip
+    assert "fragments" not in capsys.readouterr().err
+
+
+def test_evaluate_notes_rows_of_several_fragments(two_target_run, tmp_path, capsys):
+    source = tmp_path / "labelled.csv"
+    source.write_text("smiles,y,z\nCCO,1,10\nCCCO.O,1.5,15\nCCCCO,2,20\n")
+    assert main(["evaluate", "--model", str(two_target_run), "--csv", str(source)]) == 0
+    err = capsys.readouterr().err
+    assert "1 row(s) hold several disconnected fragments (e.g. data row 1," in err
+
+
 def test_evaluate_matches_targets_by_name_and_counts_bad_labels(two_target_run, tmp_path):
     source = tmp_path / "labelled.csv"
     lines = ["smiles,mw,y,other"] + [f"{s},{n * 5.0},{n * 0.5},{n}" for n, s in

@@ -441,7 +441,34 @@ def cmd_predict(args: argparse.Namespace) -> int:
             writer.writerow([*cells, *values, error])
     failed = sum(1 for e in errors if e)
     print(f"predicted {len(rows) - failed} of {len(rows)} rows ({failed} failed) -> {args.out}")
+    _note_fragments(smiles)
     return 0
+
+
+def _several_fragments(smiles: list[str]) -> list[int]:
+    """Rows whose SMILES parses to more than one disconnected fragment (a salt, a mixture).
+    Only a SMILES with a '.' can have several, so most rows are not parsed again."""
+    from rdkit import Chem, rdBase
+
+    rows = []
+    with rdBase.BlockLogs():  # unparsable rows are reported elsewhere
+        for i, text in enumerate(smiles):
+            mol = Chem.MolFromSmiles(text) if "." in text else None
+            if mol is not None and len(Chem.GetMolFrags(mol)) > 1:
+                rows.append(i)
+    return rows
+
+
+def _note_fragments(smiles: list[str]) -> None:
+    rows = _several_fragments(smiles)
+    if rows:
+        print(
+            f"note: {len(rows)} row(s) hold several disconnected fragments (e.g. data row "
+            f"{rows[0]}, counted from 0: {smiles[rows[0]]}); attention runs along bonds "
+            "only, so the fragments meet only in the readout. Remove counter-ions and "
+            "solvents first if the model was trained on single molecules.",
+            file=sys.stderr,
+        )
 
 
 _TARGET_COL_HINT = "--target-col COLUMN=TARGET reads a target from a column named otherwise"
@@ -516,6 +543,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     print(text)
     if args.out:
         args.out.write_text(text + "\n")
+    _note_fragments(smiles)
     return 0
 
 
