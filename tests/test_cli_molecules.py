@@ -35,14 +35,17 @@ def read_rows(path) -> list[dict]:
         return list(csv.DictReader(handle))
 
 
+def predict_csv(run, tmp_path, data: bytes | str) -> list[dict]:
+    """Write ``data`` as the input CSV, run ``graphattn predict`` on it, read the output."""
+    source, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    source.write_bytes(data if isinstance(data, bytes) else data.encode())
+    assert main(["predict", "--model", str(run), "--csv", str(source), "--out", str(out)]) == 0
+    return read_rows(out)
+
+
 def test_predict_reads_a_bom_and_padded_header_and_reports_bad_rows(two_target_run, tmp_path):
-    source = tmp_path / "in.csv"
     text = " smiles ,id\nCCO,1\nc1ccccc1,2,extra\nCCN,3\nC C,4\n"
-    source.write_bytes(b"\xef\xbb\xbf" + text.encode())
-    out = tmp_path / "out.csv"
-    assert main(["predict", "--model", str(two_target_run), "--csv", str(source),
-                 "--out", str(out)]) == 0  # fmt: skip
-    rows = read_rows(out)
+    rows = predict_csv(two_target_run, tmp_path, b"\xef\xbb\xbf" + text.encode())
     assert [r["id"] for r in rows] == ["1", "2", "3", "4"]  # every row, in order
     assert rows[1]["error"] == "row has 3 fields, the header has 2" and rows[1]["pred_y"] == ""
     assert "whitespace inside" in rows[3]["error"]
@@ -54,38 +57,28 @@ def test_predict_reads_a_bom_and_padded_header_and_reports_bad_rows(two_target_r
 
 
 def test_predict_keeps_the_users_columns_of_the_same_names(two_target_run, tmp_path, capsys):
-    source = tmp_path / "in.csv"
-    source.write_text("smiles,error,pred_y\nCCO,mine,0.25\nxyz,ours,0.5\n")
-    out = tmp_path / "out.csv"
-    assert main(["predict", "--model", str(two_target_run), "--csv", str(source),
-                 "--out", str(out)]) == 0  # fmt: skip
+    rows = predict_csv(
+        two_target_run, tmp_path, "smiles,error,pred_y\nCCO,mine,0.25\nxyz,ours,0.5\n"
+    )
     assert "pred_y_2" in capsys.readouterr().err
-    rows = read_rows(out)
     assert list(rows[0]) == ["smiles", "error", "pred_y", "pred_y_2", "pred_z", "error_2"]
     assert [(r["error"], r["pred_y"]) for r in rows] == [("mine", "0.25"), ("ours", "0.5")]
     assert rows[0]["error_2"] == "" and rows[1]["error_2"] and rows[1]["pred_y_2"] == ""
 
 
 def test_predict_notes_rows_of_several_fragments(two_target_run, tmp_path, capsys):
-    source = tmp_path / "in.csv"
     # "C1.C1" is ethane written with a ring-closure bond across the '.': one fragment
-    source.write_text("smiles\nCCO\nC1.C1\nCC(=O)[O-].[Na+]\nC.C(\nOCCO.O\n")
-    out = tmp_path / "out.csv"
-    assert main(["predict", "--model", str(two_target_run), "--csv", str(source),
-                 "--out", str(out)]) == 0  # fmt: skip
+    text = "smiles\nCCO\nC1.C1\nCC(=O)[O-].[Na+]\nC.C(\nOCCO.O\n"
+    rows = predict_csv(two_target_run, tmp_path, text)
     err = capsys.readouterr().err
     assert "2 row(s) hold several disconnected fragments" in err
     assert "data row 2, counted from 0: CC(=O)[O-].[Na+]" in err
-    rows = read_rows(out)
     assert [r["error"] == "" for r in rows] == [True, True, True, False, True]
     assert rows[2]["pred_y"] != "" and rows[4]["pred_y"] != ""  # noted, still predicted
 
 
 def test_predict_of_single_molecules_prints_no_fragment_note(two_target_run, tmp_path, capsys):
-    source = tmp_path / "in.csv"
-    source.write_text("smiles\nCCO\nC1.C1\nc1ccccc1\n")
-    assert main(["predict", "--model", str(two_target_run), "--csv", str(source),
-                 "--out", str(tmp_path / "out.csv")]) == 0  # fmt: skip
+    predict_csv(two_target_run, tmp_path, "smiles\nCCO\nC1.C1\nc1ccccc1\n")
     assert "fragments" not in capsys.readouterr().err
 
 
