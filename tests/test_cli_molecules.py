@@ -82,12 +82,24 @@ def test_predict_of_single_molecules_prints_no_fragment_note(two_target_run, tmp
     assert "fragments" not in capsys.readouterr().err
 
 
-def test_evaluate_notes_rows_of_several_fragments(two_target_run, tmp_path, capsys):
+def evaluate_stderr(run, tmp_path, capsys, text: str) -> str:
+    """Run ``graphattn evaluate`` on a CSV of ``text``; what it printed on stderr."""
     source = tmp_path / "labelled.csv"
-    source.write_text("smiles,y,z\nCCO,1,10\nCCCO.O,1.5,15\nCCCCO,2,20\n")
-    assert main(["evaluate", "--model", str(two_target_run), "--csv", str(source)]) == 0
-    err = capsys.readouterr().err
+    source.write_text(text)
+    assert main(["evaluate", "--model", str(run), "--csv", str(source)]) == 0
+    return capsys.readouterr().err
+
+
+def test_evaluate_notes_rows_of_several_fragments(two_target_run, tmp_path, capsys):
+    text = "smiles,y,z\nCCO,1,10\nCCCO.O,1.5,15\nCCCCO,2,20\n"
+    err = evaluate_stderr(two_target_run, tmp_path, capsys, text)
     assert "1 row(s) hold several disconnected fragments (e.g. data row 1," in err
+
+
+def test_evaluate_names_the_first_bad_label_cell(two_target_run, tmp_path, capsys):
+    text = "smiles,y,z\nCCO,1,10\nCCCO,high,15\nCCCCO,2,20\n"
+    err = evaluate_stderr(two_target_run, tmp_path, capsys, text)
+    assert "1 label cell(s) are not numbers and were read as missing (e.g. data row 1, " in err
 
 
 def test_evaluate_matches_targets_by_name_and_counts_bad_labels(two_target_run, tmp_path):

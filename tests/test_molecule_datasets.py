@@ -18,6 +18,8 @@ from graphattn.datasets.molecules import (
     MoleculeDataset,
     MoleculeRecord,
     MoleculeSDF,
+    SkippedRow,
+    describe_row,
     load_molecule_dataset,
     nci_tpsa_path,
 )
@@ -247,3 +249,8 @@ def test_a_csv_that_is_not_utf8_is_an_error_naming_file_and_line(tmp_path: Path)
     path.write_bytes("smiles,name,y\nCCO,ethanol,1\nCCN,amin\u00e9,2\n".encode("latin-1"))
     with pytest.raises(GraphInputError, match=r"latin1\.csv: line 3 is not UTF-8 .*b'\\xe9'"):
         MoleculeCSV(path, target_cols=["y"])
+
+
+def test_rows_are_named_one_way_in_every_message():
+    assert describe_row(3, "no SMILES") == "data row 3, counted from 0: no SMILES"
+    assert str(SkippedRow(3, "", "no SMILES")) == describe_row(3, "no SMILES")

@@ -460,13 +460,15 @@ def _several_fragments(smiles: list[str]) -> list[int]:
 
 
 def _note_fragments(smiles: list[str]) -> None:
+    from graphattn.datasets.molecules import describe_row
+
     rows = _several_fragments(smiles)
     if rows:
         print(
-            f"note: {len(rows)} row(s) hold several disconnected fragments (e.g. data row "
-            f"{rows[0]}, counted from 0: {smiles[rows[0]]}); attention runs along bonds "
-            "only, so the fragments meet only in the readout. Remove counter-ions and "
-            "solvents first if the model was trained on single molecules.",
+            f"note: {len(rows)} row(s) hold several disconnected fragments (e.g. "
+            f"{describe_row(rows[0], smiles[rows[0]])}); attention runs along bonds only, so "
+            "the fragments meet only in the readout. Remove counter-ions and solvents first "
+            "if the model was trained on single molecules.",
             file=sys.stderr,
         )
 
@@ -520,6 +522,7 @@ def _labels(
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    from graphattn.datasets.molecules import describe_row
     from graphattn.train.loop import to_json
     from graphattn.train.molecule_inference import evaluate_molecules, load_molecule_checkpoint
 
@@ -535,8 +538,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if bad:
         first = bad[0]
         print(
-            f"{len(bad)} label cell(s) are not numbers and were read as missing (e.g. data "
-            f"row {first['row']}, counted from 0: {first['reason']})",
+            f"{len(bad)} label cell(s) are not numbers and were read as missing (e.g. "
+            f"{describe_row(first['row'], first['reason'])})",
             file=sys.stderr,
         )
     text = to_json(result)

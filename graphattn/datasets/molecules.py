@@ -49,12 +49,18 @@ __all__ = [
     "MoleculeSDF",
     "SkippedRow",
     "dataset_featurizer",
+    "describe_row",
     "load_molecule_dataset",
     "nci_tpsa_path",
     "parse_target",
 ]
 
 logger = logging.getLogger(__name__)
+
+
+def describe_row(row: int, detail: str) -> str:
+    """How messages name a data row: ``"data row N, counted from 0: detail"``."""
+    return f"data row {row}, counted from 0: {detail}"
 
 
 @dataclass(frozen=True)
@@ -72,7 +78,7 @@ class SkippedRow:
     reason: str
 
     def __str__(self) -> str:
-        return f"data row {self.row}, counted from 0: {self.reason}"
+        return describe_row(self.row, self.reason)
 
 
 @dataclass(frozen=True)
