@@ -367,11 +367,13 @@ def test_an_error_in_a_worker_process_reaches_the_caller(tmp_path):
     (tmp_path / "m.csv").write_text("smiles,y\n" + rows)
     featurizer = MoleculeFeaturizer(descriptors=False)
     dataset = MoleculeCSV(tmp_path / "m.csv", target_cols=["y"], featurizer=featurizer)
-    config = MoleculeTrainConfig(epochs=1, ensemble=2, workers=2, lr=-1.0)
+    # an attention option that only the models, built in the workers, check
+    model = {"attention": {"normalize": "bogus"}}
+    config = MoleculeTrainConfig(epochs=1, ensemble=2, workers=2, model=model)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, soft), hard))  # workers inherit it
     try:
-        with pytest.raises(ValueError, match="learning rate"):  # AdamW's check, in a worker
+        with pytest.raises(ValueError, match="normalize must be one of .* got 'bogus'"):
             train_molecule_model(dataset, config, progress=False)
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
@@ -450,6 +452,48 @@ def test_splits_and_targets_the_trainer_cannot_use_are_errors(tmp_path):
             tiny_config(task="classification"),
             progress=False,
         )
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"epochs": 0}, "epochs must be at least 1, got 0"),
+        ({"lr": -1.0}, "lr must be 0 or more, got -1.0"),
+        ({"lr": float("nan")}, "lr must be 0 or more, got nan"),
+        ({"weight_decay": -0.1}, "weight_decay must be 0 or more, got -0.1"),
+        ({"patience": 0}, "patience must be at least 1 epoch, got 0"),
+        ({"batch_size": 0}, "batch_size must be at least 1, got 0"),
+        ({"warmup_epochs": -1}, "warmup_epochs must be 0 or more, got -1"),
+        ({"max_seconds": 0}, "max_seconds must be positive, got 0"),
+        (
+            {"model": {"hidden": 30, "heads": 4}},
+            r"hidden must be a positive multiple of heads \(4\), got 30",
+        ),
+        ({"model": {"heads": 0}}, "heads must be at least 1, got 0"),
+        ({"model": {"layers": -1}}, "layers must be 0 or more, got -1"),
+        (
+            {"model": {"hidden": 16, "dropout": 1.0}},
+            "dropout must be at least 0 and below 1, got 1.0",
+        ),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+def test_settings_out_of_range_are_refused_by_name_and_write_nothing(tmp_path, changes, message):
+    from graphattn import GraphInputError
+
+    dataset = MoleculeCSV(write_alcohols(tmp_path / "m.csv"), target_cols=["y"])
+    with pytest.raises(GraphInputError, match=message):
+        train_molecule_model(dataset, tiny_config(**changes), tmp_path / "run", progress=False)
+    assert not (tmp_path / "run" / "model.pt").exists()
+
+
+def test_a_model_without_attention_layers_trains(tmp_path):
+    # layers=0 is allowed on purpose: a baseline that pools the encoded atoms directly
+    dataset = MoleculeCSV(write_alcohols(tmp_path / "m.csv"), target_cols=["y"])
+    config = tiny_config(model={"hidden": 16, "layers": 0})
+    metrics = train_molecule_model(dataset, config, progress=False)
+    assert not any("layers" in name for name, _ in metrics["model"].named_parameters())
+    assert np.isfinite(metrics["train"]["rmse"])
 
 
 def test_an_undefined_validation_metric_selects_on_validation_loss(tmp_path, caplog):

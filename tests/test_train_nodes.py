@@ -177,6 +177,30 @@ def test_masks_of_the_wrong_shape_are_refused_by_name():
         train_node_model(data, {"train": nothing, "val": val, "test": test}, progress=False)
 
 
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"epochs": 0}, "epochs must be at least 1, got 0"),
+        ({"lr": -0.5}, "lr must be 0 or more, got -0.5"),
+        ({"weight_decay": float("inf")}, "weight_decay must be 0 or more, got inf"),
+        ({"patience": -2}, "patience must be at least 1 epoch, got -2"),
+        ({"label_mask_rate": 0.0}, "label_mask_rate must be above 0 and at most 1, got 0.0"),
+        ({"hidden": 0}, r"hidden must be a positive multiple of heads \(4\), got 0"),
+        ({"input_dropout": -0.1}, "input_dropout must be at least 0 and below 1, got -0.1"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+def test_settings_out_of_range_are_refused_by_name(tmp_path, changes, message):
+    from graphattn import GraphInputError
+
+    data = load_node_dataset("karate")
+    masks = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    config = NodeTrainConfig(**{"epochs": 2, **changes})
+    with pytest.raises(GraphInputError, match=message):
+        train_node_model(data, masks, config, run_dir=tmp_path / "run", progress=False)
+    assert not (tmp_path / "run" / "model.pt").exists()
+
+
 def test_an_empty_graph_is_refused_by_name():
     import networkx as nx
     import pytest

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from graphattn.errors import GraphInputError
+from graphattn.models.checks import check_architecture
 from graphattn.models.readout import Readout
 from graphattn.nn.dropout import Dropout
 from graphattn.nn.edge_features import LinearEdgeEncoding
@@ -35,8 +36,9 @@ class MoleculeModelConfig:
         atom_dim: width of the featurizer's atom vectors.
         bond_dim: width of the featurizer's bond vectors (0: no bond features).
         num_tasks: number of predicted targets T.
-        hidden: node width C inside the network.
-        layers: number of :class:`GraphTransformerLayer` blocks.
+        hidden: node width C inside the network, a multiple of ``heads``.
+        layers: number of :class:`GraphTransformerLayer` blocks (0: none, a baseline that
+            pools the encoded atoms without attention).
         heads: attention heads per layer.
         ffn_ratio: feed-forward width as a multiple of C.
         dropout: dropout inside the layers and the head. With a ``max`` readout it is
@@ -82,6 +84,7 @@ class MoleculeModelConfig:
     def __post_init__(self) -> None:
         if self.task not in TASKS:
             raise GraphInputError(f"task must be one of {TASKS}, got {self.task!r}")
+        check_architecture(self.hidden, self.layers, self.heads, dropout=self.dropout)
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 from torch import Tensor, nn
 
+from graphattn.models.checks import check_architecture
 from graphattn.nn.dropout import Dropout
 from graphattn.nn.transformer import GraphTransformerLayer, make_norm
 
@@ -28,8 +29,9 @@ class NodeModelConfig:
     Attributes:
         in_channels: node feature width.
         num_classes: number of classes C.
-        hidden: width inside the network.
-        layers: number of :class:`GraphTransformerLayer` blocks.
+        hidden: width inside the network, a multiple of ``heads``.
+        layers: number of :class:`GraphTransformerLayer` blocks (0: none, a baseline that
+            classifies each node from its own features).
         heads: attention heads.
         dropout: dropout inside layers and on the head input.
         input_dropout: dropout on the raw features.
@@ -50,6 +52,15 @@ class NodeModelConfig:
     mode: str = "sparse"
     label_inputs: bool = False
     attention: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_architecture(
+            self.hidden,
+            self.layers,
+            self.heads,
+            dropout=self.dropout,
+            input_dropout=self.input_dropout,
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)

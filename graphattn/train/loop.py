@@ -14,7 +14,30 @@ from torch import nn
 
 from graphattn.errors import GraphInputError
 
-__all__ = ["EarlyStopping", "seed_everything", "training_device", "warmup_cosine", "write_json"]
+__all__ = [
+    "EarlyStopping",
+    "check_schedule",
+    "seed_everything",
+    "training_device",
+    "warmup_cosine",
+    "write_json",
+]
+
+
+def check_schedule(epochs: int, lr: float, weight_decay: float, patience: int | None) -> None:
+    """Raise :class:`GraphInputError` naming a training setting outside its range.
+
+    Both trainers call it first, so that ``--epochs 0`` or ``--lr -1`` fail with the
+    setting's name instead of an empty run or an optimizer's traceback.
+    """
+    if epochs < 1:
+        raise GraphInputError(f"epochs must be at least 1, got {epochs}")
+    if not (lr >= 0 and math.isfinite(lr)):  # 0 keeps the weights (tests use it)
+        raise GraphInputError(f"lr must be 0 or more, got {lr}")
+    if not (weight_decay >= 0 and math.isfinite(weight_decay)):
+        raise GraphInputError(f"weight_decay must be 0 or more, got {weight_decay}")
+    if patience is not None and patience < 1:
+        raise GraphInputError(f"patience must be at least 1 epoch, got {patience}")
 
 
 def training_device(device: str | torch.device) -> torch.device:

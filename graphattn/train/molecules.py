@@ -39,6 +39,7 @@ from graphattn.splits.molecules import random_split, save_split, scaffold_split
 from graphattn.train.checkpoint import save_checkpoint
 from graphattn.train.loop import (
     EarlyStopping,
+    check_schedule,
     seed_everything,
     training_device,
     warmup_cosine,
@@ -220,6 +221,21 @@ def _make_split(dataset, config: MoleculeTrainConfig) -> dict[str, np.ndarray]:
     raise ValueError(f"split must be 'random' or 'scaffold', got {config.split!r}")
 
 
+def _check_config(config: MoleculeTrainConfig) -> None:
+    """Raise :class:`GraphInputError` naming a setting outside its range."""
+    check_schedule(config.epochs, config.lr, config.weight_decay, config.patience)
+    if config.batch_size < 1:
+        raise GraphInputError(f"batch_size must be at least 1, got {config.batch_size}")
+    if config.warmup_epochs < 0:
+        raise GraphInputError(f"warmup_epochs must be 0 or more, got {config.warmup_epochs}")
+    if config.max_seconds is not None and not config.max_seconds > 0:
+        raise GraphInputError(f"max_seconds must be positive, got {config.max_seconds}")
+    if config.ensemble < 1:
+        raise GraphInputError(f"ensemble must be at least 1 model, got {config.ensemble}")
+    if config.workers < 1:
+        raise GraphInputError(f"workers must be at least 1, got {config.workers}")
+
+
 def _check_not_empty(dataset, run_dir: str | Path | None) -> None:
     """Refuse a data set without molecules, after writing its ``skipped.csv``."""
     if len(dataset) > 0:
@@ -320,10 +336,7 @@ def train_molecule_model(
         under the extra key ``"model"`` (not written).
     """
     config = config or MoleculeTrainConfig()
-    if config.ensemble < 1:
-        raise GraphInputError(f"ensemble must be at least 1 model, got {config.ensemble}")
-    if config.workers < 1:
-        raise GraphInputError(f"workers must be at least 1, got {config.workers}")
+    _check_config(config)
     device = training_device(config.device)
     seed_everything(config.seed)
     _check_not_empty(dataset, run_dir)

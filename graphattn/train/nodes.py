@@ -25,7 +25,13 @@ from graphattn.featurize.graph import structural_features
 from graphattn.models.node import NodeClassifier, NodeModelConfig
 from graphattn.optim import adamw
 from graphattn.train.checkpoint import save_checkpoint
-from graphattn.train.loop import EarlyStopping, seed_everything, training_device, write_json
+from graphattn.train.loop import (
+    EarlyStopping,
+    check_schedule,
+    seed_everything,
+    training_device,
+    write_json,
+)
 from graphattn.train.metrics import node_metrics
 from graphattn.train.plots import plot_confusion_matrix, plot_graph, plot_learning_curve
 
@@ -180,6 +186,11 @@ def train_node_model(
         The metrics dictionary, plus the trained model under ``"model"`` (not written).
     """
     config = config or NodeTrainConfig()
+    check_schedule(config.epochs, config.lr, config.weight_decay, config.patience)
+    if not 0 < config.label_mask_rate <= 1:  # 0 would score no node
+        raise GraphInputError(
+            f"label_mask_rate must be above 0 and at most 1, got {config.label_mask_rate}"
+        )
     device = training_device(config.device)
     seed_everything(config.seed)
     y = _check_labels(data)

@@ -1,0 +1,30 @@
+"""Range checks shared by the model configurations."""
+
+from __future__ import annotations
+
+from graphattn.errors import GraphInputError
+
+__all__ = ["check_architecture"]
+
+
+def check_architecture(hidden: int, layers: int, heads: int, **dropouts: float) -> None:
+    """Raise :class:`GraphInputError` naming an architecture setting outside its range.
+
+    Args:
+        hidden: width C; at least 1 and a multiple of ``heads``.
+        layers: attention layers; 0 is allowed (a baseline without attention, which
+            sees each node's own features only).
+        heads: attention heads, at least 1.
+        **dropouts: dropout rates by name, each in ``[0, 1)``.
+    """
+    if heads < 1:
+        raise GraphInputError(f"heads must be at least 1, got {heads}")
+    if hidden < 1 or hidden % heads:
+        raise GraphInputError(
+            f"hidden must be a positive multiple of heads ({heads}), got {hidden}"
+        )
+    if layers < 0:
+        raise GraphInputError(f"layers must be 0 or more, got {layers}")
+    for name, rate in dropouts.items():
+        if not 0 <= rate < 1:
+            raise GraphInputError(f"{name} must be at least 0 and below 1, got {rate}")

@@ -1,0 +1,93 @@
+"""The `graphattn` command line itself: documented options, refused flags, range errors."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import fields
+
+import pytest
+
+from graphattn.cli.main import MOLECULE_ONLY_FLAGS, build_parser, main
+from graphattn.models.molecule import MoleculeModelConfig
+from graphattn.train.molecules import MoleculeTrainConfig
+from graphattn.train.nodes import NodeTrainConfig
+
+
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(sub.choices)
+
+
+def option_help(command: str, flag: str) -> str:
+    (action,) = [a for a in subcommands()[command]._actions if flag in a.option_strings]
+    return action.help
+
+
+def test_every_option_of_every_command_is_documented():
+    undocumented = [
+        f"{name} {action.option_strings[0]}"
+        for name, parser in subcommands().items()
+        for action in parser._actions
+        if action.option_strings and not action.help
+    ]
+    assert undocumented == []
+    assert [name for name, parser in subcommands().items() if not parser.description] == []
+
+
+def default(config_class, name: str):
+    (field,) = [f for f in fields(config_class) if f.name == name]
+    return field.default
+
+
+@pytest.mark.parametrize("name", ["epochs", "lr", "patience"])
+def test_the_train_help_states_the_library_defaults(name):
+    text = option_help("train", f"--{name}")
+    assert f"molecules {default(MoleculeTrainConfig, name):g}" in text
+    assert f"nodes {default(NodeTrainConfig, name):g}" in text
+
+
+def test_the_train_help_states_the_architecture_defaults():
+    assert f"default: {default(MoleculeTrainConfig, 'batch_size')})" in option_help(
+        "train", "--batch-size"
+    )
+    assert f"warm up to it for {default(MoleculeTrainConfig, 'warmup_epochs')} epochs" in (
+        option_help("train", "--lr")
+    )
+    layers = option_help("train", "--layers")
+    assert f"molecules {default(MoleculeModelConfig, 'layers')}" in layers
+    assert f"nodes {default(NodeTrainConfig, 'layers')}" in layers
+    for name in ("hidden", "heads"):  # one value for both kinds of model
+        value = default(MoleculeModelConfig, name)
+        assert value == default(NodeTrainConfig, name)
+        assert f"default: {value}" in option_help("train", f"--{name}")
+
+
+@pytest.mark.parametrize("flag", MOLECULE_ONLY_FLAGS)
+def test_node_training_refuses_every_molecule_only_flag(tmp_path, flag):
+    option = "--" + flag.replace("_", "-")
+    (action,) = [a for a in subcommands()["train"]._actions if option in a.option_strings]
+    value = [] if action.nargs == 0 else [action.choices[-1] if action.choices else "2"]
+    with pytest.raises(SystemExit, match=f"{option} applies to molecule training only"):
+        main(["train", "--dataset", "karate", option, *value, "--out", str(tmp_path / "r")])
+    assert not (tmp_path / "r").exists()
+
+
+def test_molecule_training_refuses_labels_per_class(tmp_path):
+    with pytest.raises(SystemExit, match="--labels-per-class applies to node training only"):
+        main(["train", "--dataset", "esol", "--labels-per-class", "3", "--out", str(tmp_path)])
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--dataset", "karate", "--epochs", "0"], "epochs must be at least 1, got 0"),
+        (["--dataset", "karate", "--lr", "-1"], "lr must be 0 or more, got -1.0"),
+        (["--dataset", "karate", "--hidden", "30"], "hidden must be a positive multiple of heads"),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else None,
+)
+def test_out_of_range_settings_are_a_cli_error_not_a_traceback(tmp_path, capsys, flags, message):
+    assert main(["train", *flags, "--no-progress", "--out", str(tmp_path / "r")]) == 2
+    assert f"graphattn train: error: {message}" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
