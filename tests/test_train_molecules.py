@@ -435,6 +435,10 @@ def test_splits_and_targets_the_trainer_cannot_use_are_errors(tmp_path):
             MoleculeCSV(two, target_cols=["y"]), tiny_config(split="scaffold"), progress=False
         )
 
+    unlabelled = MoleculeCSV(write_alcohols(tmp_path / "m.csv"), target_cols=[])
+    with pytest.raises(GraphInputError, match="the data set has no target columns"):
+        train_molecule_model(unlabelled, tiny_config(), progress=False)
+
     empty = tmp_path / "empty.csv"
     empty.write_text("smiles,y,z\n" + "".join(f"{'C' * n}O,,{n}\n" for n in range(1, 13)))
     with pytest.raises(

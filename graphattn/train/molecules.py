@@ -264,6 +264,11 @@ def _part_targets(parts: dict[str, list], target_cols: list[str], config) -> dic
                 f"the {config.split} split with fractions {tuple(config.fractions)} left the "
                 f"{name} part empty ({sizes}); every part needs molecules: use {remedy}"
             )
+    if not target_cols:
+        raise GraphInputError(
+            "the data set has no target columns, so there is nothing to train on: name "
+            "them (MoleculeCSV(..., target_cols=[...]); graphattn train --target-col COL)"
+        )
     targets = {name: torch.cat([d.y for d in part]) for name, part in parts.items()}
     known = (~torch.isnan(targets["train"])).sum(0).tolist()
     for column, count in zip(target_cols, known, strict=True):
