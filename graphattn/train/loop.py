@@ -16,7 +16,7 @@ from graphattn.errors import GraphInputError
 
 __all__ = [
     "EarlyStopping",
-    "check_schedule",
+    "check_training_settings",
     "seed_everything",
     "training_device",
     "warmup_cosine",
@@ -24,7 +24,9 @@ __all__ = [
 ]
 
 
-def check_schedule(epochs: int, lr: float, weight_decay: float, patience: int | None) -> None:
+def check_training_settings(
+    epochs: int, lr: float, weight_decay: float, patience: int | None
+) -> None:
     """Raise :class:`GraphInputError` naming a training setting outside its range.
 
     Both trainers call it first, so that ``--epochs 0`` or ``--lr -1`` fail with the

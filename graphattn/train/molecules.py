@@ -39,7 +39,7 @@ from graphattn.splits.molecules import random_split, save_split, scaffold_split
 from graphattn.train.checkpoint import save_checkpoint
 from graphattn.train.loop import (
     EarlyStopping,
-    check_schedule,
+    check_training_settings,
     seed_everything,
     training_device,
     warmup_cosine,
@@ -223,7 +223,7 @@ def _make_split(dataset, config: MoleculeTrainConfig) -> dict[str, np.ndarray]:
 
 def _check_config(config: MoleculeTrainConfig) -> None:
     """Raise :class:`GraphInputError` naming a setting outside its range."""
-    check_schedule(config.epochs, config.lr, config.weight_decay, config.patience)
+    check_training_settings(config.epochs, config.lr, config.weight_decay, config.patience)
     if config.batch_size < 1:
         raise GraphInputError(f"batch_size must be at least 1, got {config.batch_size}")
     if config.warmup_epochs < 0:

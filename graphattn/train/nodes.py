@@ -27,7 +27,7 @@ from graphattn.optim import adamw
 from graphattn.train.checkpoint import save_checkpoint
 from graphattn.train.loop import (
     EarlyStopping,
-    check_schedule,
+    check_training_settings,
     seed_everything,
     training_device,
     write_json,
@@ -186,7 +186,7 @@ def train_node_model(
         The metrics dictionary, plus the trained model under ``"model"`` (not written).
     """
     config = config or NodeTrainConfig()
-    check_schedule(config.epochs, config.lr, config.weight_decay, config.patience)
+    check_training_settings(config.epochs, config.lr, config.weight_decay, config.patience)
     if not 0 < config.label_mask_rate <= 1:  # 0 would score no node
         raise GraphInputError(
             f"label_mask_rate must be above 0 and at most 1, got {config.label_mask_rate}"
