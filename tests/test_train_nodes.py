@@ -201,6 +201,18 @@ def test_settings_out_of_range_are_refused_by_name(tmp_path, changes, message):
     assert not (tmp_path / "run" / "model.pt").exists()
 
 
+def test_a_small_label_mask_rate_still_scores_a_node_every_epoch(tmp_path):
+    # karate's 17 training nodes at rate 0.02: most epochs would hide no label, and the
+    # loss over no node is NaN
+    data = load_node_dataset("karate")
+    masks = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    config = NodeTrainConfig(epochs=20, label_inputs=True, label_mask_rate=0.02)
+    train_node_model(data, masks, config, run_dir=tmp_path, progress=False)
+    history = json.loads((tmp_path / "history.json").read_text())["history"]
+    losses = [record["train_loss"] for record in history]
+    assert len(losses) == 20 and all(loss is not None and loss > 0 for loss in losses)
+
+
 def test_an_empty_graph_is_refused_by_name():
     import networkx as nx
     import pytest

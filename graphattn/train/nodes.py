@@ -102,8 +102,12 @@ def _use_label_inputs(config: NodeTrainConfig, masks: dict[str, torch.Tensor]) -
 def _train_inputs(
     y: torch.Tensor, train: torch.Tensor, rate: float, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Hide a random ``rate`` of the training labels: ``(known_labels, scored_mask)``."""
+    """Hide a random ``rate`` of the training labels: ``(known_labels, scored_mask)``.
+    At least one is hidden, so that a small rate on few nodes still scores a node."""
     hidden = train & (torch.rand(y.size(0), generator=generator) < rate)
+    if not bool(hidden.any()):
+        candidates = train.nonzero().flatten()
+        hidden[candidates[torch.randint(candidates.numel(), (1,), generator=generator)]] = True
     known = torch.where(train & ~hidden, y, torch.full_like(y, -1))
     return known, hidden
 
