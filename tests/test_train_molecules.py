@@ -421,6 +421,17 @@ def test_no_usable_rows_is_an_error_that_still_writes_skipped_csv(tmp_path):
     with open(tmp_path / "run" / "skipped.csv") as handle:
         assert [r["smiles"] for r in csv.DictReader(handle)] == ["CCO", "CCN"]
 
+    # a folder holding an earlier run: its model must not pass for this failed run's
+    train_molecule_model(
+        MoleculeCSV(write_alcohols(tmp_path / "ok.csv"), target_cols=["y"]),
+        tiny_config(),
+        run_dir=tmp_path / "reused",
+        progress=False,
+    )
+    with pytest.raises(GraphInputError, match="all 2 rows were skipped"):
+        train_molecule_model(dataset, tiny_config(), run_dir=tmp_path / "reused", progress=False)
+    assert sorted(p.name for p in (tmp_path / "reused").iterdir()) == ["skipped.csv"]
+
 
 def test_splits_and_targets_the_trainer_cannot_use_are_errors(tmp_path):
     from graphattn import GraphInputError

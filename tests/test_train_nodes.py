@@ -213,6 +213,23 @@ def test_a_small_label_mask_rate_still_scores_a_node_every_epoch(tmp_path):
     assert len(losses) == 20 and all(loss is not None and loss > 0 for loss in losses)
 
 
+def test_a_run_replaces_every_file_an_earlier_run_left_in_its_folder(tmp_path):
+    # karate's default run has no validation nodes, so it draws no learning curve: the
+    # curve of an earlier run with validation must not stay behind as if it were its own
+    data = load_node_dataset("karate")
+    masks = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    train_node_model(data, masks, NodeTrainConfig(epochs=2), run_dir=tmp_path, progress=False)
+    assert (tmp_path / "learning_curve.png").exists()
+    (tmp_path / "split.json").write_text("{}")  # as a molecule run leaves it
+    (tmp_path / "notes.txt").write_text("mine")
+    args = ["train", "--dataset", "karate", "--epochs", "2", "--no-progress"]
+    assert main([*args, "--out", str(tmp_path)]) == 0
+    assert not (tmp_path / "learning_curve.png").exists()
+    assert not (tmp_path / "split.json").exists()
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+    assert json.loads((tmp_path / "metrics.json").read_text())["num_labelled"]["val"] == 0
+
+
 def test_an_empty_graph_is_refused_by_name():
     import networkx as nx
     import pytest

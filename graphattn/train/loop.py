@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import math
 import random
 from pathlib import Path
@@ -13,15 +14,50 @@ import torch
 from torch import nn
 
 from graphattn.errors import GraphInputError
+from graphattn.train.checkpoint import CHECKPOINT_NAME
 
 __all__ = [
+    "RUN_FILES",
     "EarlyStopping",
     "check_training_settings",
     "seed_everything",
+    "start_run_folder",
     "training_device",
     "warmup_cosine",
     "write_json",
 ]
+
+log = logging.getLogger(__name__)
+
+# Every file a trainer writes into a run folder, molecule and node runs together.
+RUN_FILES = (
+    CHECKPOINT_NAME,
+    "metrics.json",
+    "history.json",
+    "predictions.csv",
+    "split.json",
+    "skipped.csv",
+    "learning_curve.png",
+    "confusion_matrix.png",
+    "graph.png",
+)
+
+
+def start_run_folder(run_dir: str | Path) -> Path:
+    """Create ``run_dir`` and delete the :data:`RUN_FILES` an earlier run left there.
+
+    Not every run writes every file (no learning curve without validation nodes, no
+    graph drawing above 3,000 nodes, no ``split.json`` from a node run), so a file left
+    by an earlier run would pass for this run's. Other files in the folder are kept.
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    stale = [run_dir / name for name in RUN_FILES if (run_dir / name).is_file()]
+    for path in stale:
+        path.unlink()
+    if stale:
+        log.info("%s: replaced the %d files of an earlier run", run_dir, len(stale))
+    return run_dir
 
 
 def check_training_settings(

@@ -41,6 +41,7 @@ from graphattn.train.loop import (
     EarlyStopping,
     check_training_settings,
     seed_everything,
+    start_run_folder,
     training_device,
     warmup_cosine,
     write_json,
@@ -243,8 +244,8 @@ def _check_not_empty(dataset, run_dir: str | Path | None) -> None:
     skipped = list(getattr(dataset, "skipped", []))
     where = ""
     if run_dir is not None and hasattr(dataset, "write_skipped"):
-        Path(run_dir).mkdir(parents=True, exist_ok=True)
-        where = f"; reasons in {dataset.write_skipped(Path(run_dir) / 'skipped.csv')}"
+        skipped_csv = start_run_folder(run_dir) / "skipped.csv"
+        where = f"; reasons in {dataset.write_skipped(skipped_csv)}"
     first = f" (e.g. {skipped[0]})" if skipped else ""
     raise GraphInputError(
         f"no molecules to train on: all {len(skipped)} rows were skipped{first}{where}"
@@ -665,7 +666,7 @@ def _write_run(
     run_dir: Path, model, dataset, split, parts, test_pred, scaler, history, metrics, metric
 ) -> None:
     """``test_pred``: ``(predictions [n, T], the members' std [n, T] or None)``."""
-    run_dir.mkdir(parents=True, exist_ok=True)
+    start_run_folder(run_dir)
     save_checkpoint(
         run_dir,
         model,

@@ -29,6 +29,7 @@ from graphattn.train.loop import (
     EarlyStopping,
     check_training_settings,
     seed_everything,
+    start_run_folder,
     training_device,
     write_json,
 )
@@ -302,7 +303,7 @@ def _label_names(data, num_classes: int) -> list[str]:
 
 
 def _write_run(run_dir: Path, model, data, features, masks, pred, known, history, metrics) -> None:
-    run_dir.mkdir(parents=True, exist_ok=True)
+    start_run_folder(run_dir)
     names = _label_names(data, metrics["num_classes"])
     save_checkpoint(
         run_dir,
