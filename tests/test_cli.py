@@ -91,3 +91,17 @@ def test_out_of_range_settings_are_a_cli_error_not_a_traceback(tmp_path, capsys,
     assert main(["train", *flags, "--no-progress", "--out", str(tmp_path / "r")]) == 2
     assert f"graphattn train: error: {message}" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_version_names_graphattn_and_its_main_dependencies(capsys):
+    from importlib.metadata import version
+
+    import graphattn
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"graphattn {graphattn.__version__} (Python ")
+    assert version("graphattn") == graphattn.__version__  # one version, set in __init__
+    assert f"torch {version('torch')}" in text and f"rdkit {version('rdkit')}" in text

@@ -313,11 +313,34 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
+def _versions() -> str:
+    """``graphattn X (Python Y; torch Z, ...)``, read from the installed packages'
+    metadata, so that ``--help`` and ``--version`` do not import torch."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from graphattn import __version__
+
+    found = []
+    for package in ("torch", "torch_geometric", "rdkit", "numba", "triton"):
+        try:
+            found.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            found.append(f"{package} not installed")
+    python = ".".join(str(part) for part in sys.version_info[:3])
+    return f"graphattn {__version__} (Python {python}; {', '.join(found)})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="graphattn", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log more (INFO level)")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=_versions(),
+        help="print the versions of graphattn and of its main dependencies (for bug reports)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_add_train, _add_predict, _add_evaluate, _add_bench):
         add(sub)
