@@ -79,9 +79,19 @@ def test_molecule_training_refuses_labels_per_class(tmp_path):
 
 
 @pytest.mark.parametrize(
+    "flag", ["--epochs", "--batch-size", "--patience", "--hidden", "--heads", "--labels-per-class"]
+)
+def test_counts_below_one_are_refused_before_any_data_is_read(tmp_path, capsys, flag):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--dataset", "esol", flag, "0", "--out", str(tmp_path / "r")])
+    assert exit_info.value.code == 2
+    assert f"{flag}: must be at least 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--dataset", "karate", "--epochs", "0"], "epochs must be at least 1, got 0"),
         (["--dataset", "karate", "--lr", "-1"], "lr must be 0 or more, got -1.0"),
         (["--dataset", "karate", "--hidden", "30"], "hidden must be a positive multiple of heads"),
     ],

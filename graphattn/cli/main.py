@@ -105,7 +105,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--labels-per-class",
-        type=int,
+        type=_positive_int,
         help="nodes: k training labels per class (the rest split between validation and "
         "test) instead of --split-fractions",
     )
@@ -117,10 +117,14 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     )
     tuned = "; a named set may tune it. metrics.json's config records the value used"
     p.add_argument(
-        "--epochs", type=int, help=f"maximum epochs (default: molecules 80, nodes 300{tuned})"
+        "--epochs",
+        type=_positive_int,
+        help=f"maximum epochs (default: molecules 80, nodes 300{tuned})",
     )
     p.add_argument(
-        "--batch-size", type=int, help="molecules: molecules per training batch (default: 32)"
+        "--batch-size",
+        type=_positive_int,
+        help="molecules: molecules per training batch (default: 32)",
     )
     p.add_argument(
         "--lr",
@@ -130,7 +134,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--patience",
-        type=int,
+        type=_positive_int,
         help="stop after this many epochs without a better validation metric "
         f"(default: molecules 30, nodes 60{tuned})",
     )
@@ -197,7 +201,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--hidden",
-        type=int,
+        type=_positive_int,
         help=f"width of the network, a multiple of --heads (default: 64{tuned})",
     )
     p.add_argument(
@@ -205,7 +209,9 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         type=int,
         help=f"attention layers (default: molecules 3, nodes 2{tuned})",
     )
-    p.add_argument("--heads", type=int, help=f"attention heads per layer (default: 4{tuned})")
+    p.add_argument(
+        "--heads", type=_positive_int, help=f"attention heads per layer (default: 4{tuned})"
+    )
     _add_compute(p)
     p.add_argument(
         "--out", type=Path, default=Path("runs/latest"), help="run folder (default: runs/latest)"
