@@ -25,6 +25,7 @@ NODE_SETS = ("karate", "facebook-pages")
 DELIMITERS = ("comma", "tab", "semicolon", "whitespace")  # train.nodes.CLI_DELIMITERS
 HEADERS = ("auto", "yes", "no")
 NODE_FILE_FLAGS = ("labels", "features", "text_col", "label_col", "delimiter", "header")
+NODE_ONLY_FLAGS = ("labels_per_class",)
 MOLECULE_ONLY_FLAGS = (
     "split",
     "batch_size",
@@ -336,6 +337,18 @@ def _versions() -> str:
     return f"graphattn {__version__} (Python {python}; {', '.join(found)})"
 
 
+class _PrintVersions(argparse.Action):
+    """``--version``: like argparse's ``version`` action, but the versions are read only
+    when asked for (reading the metadata costs ~30 ms, more than building the parser)."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None):
+        super().__init__(option_strings, dest=argparse.SUPPRESS, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(_versions())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="graphattn", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -343,8 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log more (INFO level)")
     parser.add_argument(
         "--version",
-        action="version",
-        version=_versions(),
+        action=_PrintVersions,
         help="print the versions of graphattn and of its main dependencies (for bug reports)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -362,6 +374,13 @@ def _check_train_sources(parser: argparse.ArgumentParser, args: argparse.Namespa
     elif args.dataset is not None or args.csv is not None:
         flag = "--dataset" if args.dataset is not None else "--csv"
         parser.error(f"--edges and {flag} are alternatives: give one data source")
+
+
+def _refuse_flags(args: argparse.Namespace, flags: tuple[str, ...], kind: str) -> None:
+    """Stop on a flag that only the other kind of training uses (it would be ignored)."""
+    for flag in flags:
+        if getattr(args, flag) not in (None, [], False):
+            raise SystemExit(f"--{flag.replace('_', '-')} applies to {kind} training only")
 
 
 def _overrides(args: argparse.Namespace, names: tuple[str, ...]) -> dict:
@@ -388,8 +407,7 @@ def _train_molecules(args: argparse.Namespace) -> int:
         train_molecule_model,
     )
 
-    if args.labels_per_class is not None:
-        raise SystemExit("--labels-per-class applies to node training only")
+    _refuse_flags(args, NODE_ONLY_FLAGS, "node")
     if args.csv is not None:
         if not args.target_cols:
             raise SystemExit("graphattn train --csv needs at least one --target-col")
@@ -446,9 +464,7 @@ def _train_molecules(args: argparse.Namespace) -> int:
 def _train_nodes(args: argparse.Namespace) -> int:
     from graphattn.train.nodes import DATASET_DEFAULTS, NodeTrainConfig, train_node_model_cli
 
-    for flag in MOLECULE_ONLY_FLAGS:
-        if getattr(args, flag) not in (None, [], False):
-            raise SystemExit(f"--{flag.replace('_', '-')} applies to molecule training only")
+    _refuse_flags(args, MOLECULE_ONLY_FLAGS, "molecule")
     settings = dict(DATASET_DEFAULTS.get(args.dataset, {})) if args.edges is None else {}
     names = ("epochs", "lr", "patience", "hidden", "layers", "heads", "labels_per_class")
     settings.update(_overrides(args, names))
