@@ -79,6 +79,33 @@ def test_molecule_training_refuses_labels_per_class(tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--dataset", "esol", "--csv", "m.csv"], "--dataset and --csv are alternatives"),
+        (["--dataset", "karate", "--csv", "m.csv"], "--dataset and --csv are alternatives"),
+        (
+            ["--edges", "e.txt", "--dataset", "karate", "--csv", "m.csv"],
+            "--edges, --dataset and --csv are alternatives",
+        ),
+        (["--dataset", "esol", "--target-col", "y"], "--target-col needs --csv"),
+        (["--smiles-col", "smi"], "--smiles-col needs --csv"),
+        (
+            ["--csv", "m.csv", "--target-col", "y", "--data-dir", "d"],
+            "--data-dir is for the named data sets; --csv reads the file it names",
+        ),
+        (["--edges", "e.txt", "--data-dir", "d"], "--edges reads the file it names"),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else None,
+)
+def test_flags_that_the_data_source_would_ignore_are_refused(tmp_path, capsys, flags, message):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", *flags, "--out", str(tmp_path / "r")])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
     "flag", ["--epochs", "--batch-size", "--patience", "--hidden", "--heads", "--labels-per-class"]
 )
 def test_counts_below_one_are_refused_before_any_data_is_read(tmp_path, capsys, flag):

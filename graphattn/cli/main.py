@@ -25,6 +25,7 @@ NODE_SETS = ("karate", "facebook-pages")
 DELIMITERS = ("comma", "tab", "semicolon", "whitespace")  # train.nodes.CLI_DELIMITERS
 HEADERS = ("auto", "yes", "no")
 NODE_FILE_FLAGS = ("labels", "features", "text_col", "label_col", "delimiter", "header")
+CSV_FLAGS = ("smiles_col", "target_cols")
 NODE_ONLY_FLAGS = ("labels_per_class",)
 MOLECULE_ONLY_FLAGS = (
     "split",
@@ -55,9 +56,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         f"(default {DEFAULT_DATASET}, embedded, no download)",
     )
     src.add_argument("--csv", type=Path, help="molecule CSV file")
-    src.add_argument(
-        "--smiles-col", default="smiles", help="SMILES column of --csv (default: smiles)"
-    )
+    src.add_argument("--smiles-col", help="SMILES column of --csv (default: smiles)")
     src.add_argument(
         "--target-col",
         action="append",
@@ -366,21 +365,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check_train_sources(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Refuse flags that the chosen data source would ignore."""
-    if args.edges is None:
-        for name in NODE_FILE_FLAGS:
-            if getattr(args, name) is not None:
-                parser.error(f"--{name.replace('_', '-')} needs --edges")
-    elif args.dataset is not None or args.csv is not None:
-        flag = "--dataset" if args.dataset is not None else "--csv"
-        parser.error(f"--edges and {flag} are alternatives: give one data source")
+    """Refuse two data sources at once, and flags that the chosen source would ignore."""
+    given = [f"--{name}" for name in ("edges", "dataset", "csv") if getattr(args, name)]
+    if len(given) > 1:
+        sources = f"{', '.join(given[:-1])} and {given[-1]}"
+        parser.error(f"{sources} are alternatives: give one data source")
+    needs = {"--edges": (args.edges, NODE_FILE_FLAGS), "--csv": (args.csv, CSV_FLAGS)}
+    for source, (value, flags) in needs.items():
+        for name in flags:
+            if value is None and getattr(args, name) is not None:
+                parser.error(f"{_flag(name)} needs {source}")
+    if args.data_dir is not None and given and given[0] != "--dataset":
+        parser.error(f"--data-dir is for the named data sets; {given[0]} reads the file it names")
+
+
+def _flag(dest: str) -> str:
+    """The command-line spelling of an argument (``target_cols`` is ``--target-col``)."""
+    return "--target-col" if dest == "target_cols" else "--" + dest.replace("_", "-")
 
 
 def _refuse_flags(args: argparse.Namespace, flags: tuple[str, ...], kind: str) -> None:
     """Stop on a flag that only the other kind of training uses (it would be ignored)."""
     for flag in flags:
         if getattr(args, flag) not in (None, [], False):
-            raise SystemExit(f"--{flag.replace('_', '-')} applies to {kind} training only")
+            raise SystemExit(f"{_flag(flag)} applies to {kind} training only")
 
 
 def _overrides(args: argparse.Namespace, names: tuple[str, ...]) -> dict:
@@ -418,7 +426,7 @@ def _train_molecules(args: argparse.Namespace) -> int:
         )
         dataset = MoleculeCSV(
             args.csv,
-            smiles_col=args.smiles_col,
+            smiles_col=args.smiles_col or "smiles",
             target_cols=args.target_cols,
             featurizer=featurizer,
         )
