@@ -214,3 +214,31 @@ def test_several_targets_get_metrics_each_in_their_own_units(two_target_run, tmp
     z = np.array([n * 5.0 for n in range(1, 6)])
     rmse_z = float(np.sqrt(np.mean((preds[:, 1] - z) ** 2)))
     assert evaluated["per_target"]["z"]["rmse"] == pytest.approx(rmse_z, rel=1e-4)
+
+
+def test_output_paths_that_cannot_be_written_fail_before_any_work(two_target_run, tmp_path, capsys):
+    source = tmp_path / "in.csv"
+    source.write_text("smiles,y,z\nCCO,1,10\nCCCO,2,20\n")
+    folder = tmp_path / "a_folder"
+    folder.mkdir()
+    missing_model = tmp_path / "no_run"  # the output is checked before the model is read
+    for command in ("predict", "evaluate"):
+        code = main([command, "--model", str(missing_model), "--csv", str(source),
+                     "--out", str(folder)])  # fmt: skip
+        assert code == 2
+        assert f"--out {folder} is a folder; name the file to write" in capsys.readouterr().err
+
+    a_file = tmp_path / "a_file"
+    a_file.write_text("keep me")
+    for data in (["--csv", str(source), "--target-col", "y"], ["--dataset", "karate"]):
+        code = main(["train", *data, "--epochs", "1", "--no-progress", "--out", str(a_file)])
+        assert code == 2
+        assert f"run folder {a_file} is a file" in capsys.readouterr().err
+    assert main(["bench", "--quick", "--no-progress", "--out", str(a_file)]) == 2
+    assert "File exists" in capsys.readouterr().err  # an OSError is a message, not a traceback
+    assert a_file.read_text() == "keep me"
+
+    nested = tmp_path / "new" / "metrics.json"  # evaluate creates the folder, as predict does
+    assert main(["evaluate", "--model", str(two_target_run), "--csv", str(source),
+                 "--out", str(nested)]) == 0  # fmt: skip
+    assert json.loads(nested.read_text())["targets"] == {"y": "y", "z": "z"}

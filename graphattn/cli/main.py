@@ -529,6 +529,14 @@ def _smiles_of_rows(
     return smiles, problems
 
 
+def _check_output_file(path: Path | None) -> None:
+    """Refuse an output file that is a folder before any work is done (it is written last)."""
+    from graphattn.errors import GraphInputError
+
+    if path is not None and path.is_dir():
+        raise GraphInputError(f"--out {path} is a folder; name the file to write")
+
+
 def _fresh_name(name: str, taken: set[str]) -> str:
     """``name``, or ``name_2``, ``name_3``... if the input already has that column."""
     candidate, k = name, 2
@@ -546,6 +554,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         reports_spread,
     )
 
+    _check_output_file(args.out)
     checkpoint = load_molecule_checkpoint(args.model)
     targets = checkpoint["target_cols"]
     header, rows = _read_csv(args.csv)
@@ -654,6 +663,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from graphattn.train.loop import to_json
     from graphattn.train.molecule_inference import evaluate_molecules, load_molecule_checkpoint
 
+    _check_output_file(args.out)
     targets = list(load_molecule_checkpoint(args.model)["target_cols"])
     header, rows = _read_csv(args.csv)
     chosen = _evaluated_columns(args.csv, header, args.target_cols, targets)
@@ -673,6 +683,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     text = to_json(result)
     print(text)
     if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
     _note_fragments(smiles)
     return 0
@@ -725,7 +736,7 @@ def main(argv: list[str] | None = None) -> int:
         DatasetUnavailableError,
         DatasetChecksumError,
         GraphInputError,
-        FileNotFoundError,
+        OSError,  # a file that cannot be read or written: missing, a folder, no permission
         ImportError,  # an optional dependency (tblite for --xtb-energies) is missing
     ) as err:
         print(f"graphattn {args.command}: error: {err}", file=sys.stderr)

@@ -19,6 +19,7 @@ from graphattn.train.checkpoint import CHECKPOINT_NAME
 __all__ = [
     "RUN_FILES",
     "EarlyStopping",
+    "check_run_folder",
     "check_training_settings",
     "seed_everything",
     "start_run_folder",
@@ -41,6 +42,17 @@ RUN_FILES = (
     "confusion_matrix.png",
     "graph.png",
 )
+
+
+def check_run_folder(run_dir: str | Path | None) -> None:
+    """Raise :class:`GraphInputError` if ``run_dir`` is an existing file.
+
+    The trainers call it before training, since the run folder is written only at the end.
+    """
+    if run_dir is not None and Path(run_dir).exists() and not Path(run_dir).is_dir():
+        raise GraphInputError(
+            f"run folder {run_dir} is a file; name a folder (it is created if missing)"
+        )
 
 
 def start_run_folder(run_dir: str | Path) -> Path:

@@ -39,6 +39,7 @@ from graphattn.splits.molecules import random_split, save_split, scaffold_split
 from graphattn.train.checkpoint import save_checkpoint
 from graphattn.train.loop import (
     EarlyStopping,
+    check_run_folder,
     check_training_settings,
     seed_everything,
     start_run_folder,
@@ -343,6 +344,7 @@ def train_molecule_model(
     """
     config = config or MoleculeTrainConfig()
     _check_config(config)
+    check_run_folder(run_dir)
     device = training_device(config.device)
     seed_everything(config.seed)
     _check_not_empty(dataset, run_dir)

@@ -27,6 +27,7 @@ from graphattn.optim import adamw
 from graphattn.train.checkpoint import save_checkpoint
 from graphattn.train.loop import (
     EarlyStopping,
+    check_run_folder,
     check_training_settings,
     seed_everything,
     start_run_folder,
@@ -192,6 +193,7 @@ def train_node_model(
     """
     config = config or NodeTrainConfig()
     check_training_settings(config.epochs, config.lr, config.weight_decay, config.patience)
+    check_run_folder(run_dir)
     if not 0 < config.label_mask_rate <= 1:  # 0 would score no node
         raise GraphInputError(
             f"label_mask_rate must be above 0 and at most 1, got {config.label_mask_rate}"
