@@ -242,3 +242,32 @@ def test_output_paths_that_cannot_be_written_fail_before_any_work(two_target_run
     assert main(["evaluate", "--model", str(two_target_run), "--csv", str(source),
                  "--out", str(nested)]) == 0  # fmt: skip
     assert json.loads(nested.read_text())["targets"] == {"y": "y", "z": "z"}
+
+
+def test_prediction_in_chunks_matches_one_batch_and_shows_progress(two_target_run, capsys):
+    smiles = ["CCO", "bad(", "CCCO", "", "CCCCO", "C1CC", "OCCO"]  # failures across chunks
+    whole = predict_molecules(two_target_run, smiles, return_std=True)
+    for batch_size in (1, 2, 3):
+        chunked = predict_molecules(two_target_run, smiles, batch_size, return_std=True)
+        np.testing.assert_allclose(chunked[0], whole[0], rtol=1e-5, equal_nan=True)
+        assert chunked[1] == whole[1]
+    assert [bool(e) for e in whole[1]] == [False, True, False, True, False, True, False]
+    assert "predict" not in capsys.readouterr().err  # no bar unless asked
+    predict_molecules(two_target_run, smiles, batch_size=2, progress=True)
+    assert "7/7" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="batch_size must be at least 1, got 0"):
+        predict_molecules(two_target_run, smiles, batch_size=0)
+
+
+@pytest.mark.parametrize("command", ["predict", "evaluate"])
+def test_predict_and_evaluate_show_a_progress_bar_unless_told_not_to(
+    two_target_run, tmp_path, capsys, command
+):
+    source = tmp_path / "in.csv"
+    source.write_text("smiles,y,z\nCCO,1,10\nCCCO,2,20\nCCCCO,3,30\n")
+    args = [command, "--model", str(two_target_run), "--csv", str(source)]
+    args += ["--out", str(tmp_path / "out")]
+    assert main(args) == 0
+    assert "3/3" in capsys.readouterr().err
+    assert main([*args, "--no-progress"]) == 0
+    assert "3/3" not in capsys.readouterr().err

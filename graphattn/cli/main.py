@@ -259,6 +259,7 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--csv", type=Path, required=True, help="input CSV with a header")
     p.add_argument("--smiles-col", default="smiles", help="SMILES column (default: smiles)")
     p.add_argument("--out", type=Path, required=True, help="output CSV")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     _add_compute(p)
 
 
@@ -283,6 +284,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
         "COLUMN=TARGET (repeat for several); default: every model target",
     )
     p.add_argument("--out", type=Path, help="also write the metrics JSON here")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     _add_compute(p)
 
 
@@ -559,7 +561,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     targets = checkpoint["target_cols"]
     header, rows = _read_csv(args.csv)
     smiles, problems = _smiles_of_rows(args.csv, header, rows, args.smiles_col)
-    preds, errors, std = predict_molecules(args.model, smiles, device=args.device, return_std=True)
+    preds, errors, std = predict_molecules(
+        args.model, smiles, device=args.device, return_std=True, progress=not args.no_progress
+    )
     errors = [problem or error for problem, error in zip(problems, errors, strict=True)]
     spread = std if reports_spread(checkpoint) else None
     wanted, preds = prediction_columns(checkpoint["task"], targets, preds, spread)
@@ -669,7 +673,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     chosen = _evaluated_columns(args.csv, header, args.target_cols, targets)
     smiles, _ = _smiles_of_rows(args.csv, header, rows, args.smiles_col)
     labels, bad = _labels(header, rows, chosen, targets)
-    result = evaluate_molecules(args.model, smiles, labels, device=args.device)
+    result = evaluate_molecules(
+        args.model, smiles, labels, device=args.device, progress=not args.no_progress
+    )
     result["targets"] = chosen
     result["num_bad_labels"] = len(bad)
     result["bad_labels"] = bad[:20]

@@ -15,6 +15,7 @@ import torch
 from scipy.special import expit
 from torch_geometric.data import Batch
 from torch_geometric.loader import DataLoader
+from tqdm.auto import tqdm
 
 from graphattn.errors import GraphInputError
 from graphattn.featurize.molecule import MoleculeFeaturizer
@@ -171,6 +172,7 @@ def predict_molecules(
     batch_size: int = 256,
     device: str | torch.device = "cpu",
     return_std: bool = False,
+    progress: bool = False,
 ) -> tuple[np.ndarray, list[str]] | tuple[np.ndarray, list[str], np.ndarray]:
     """Predict every SMILES; unparsable ones get NaN and an error message.
 
@@ -179,7 +181,11 @@ def predict_molecules(
     each prediction, in the same units. It ranks molecules by how much the members
     disagree; it is not a calibrated error bar (members that start from one pretrained
     encoder disagree far less than they err; see ``ensemble_spread`` in the run's
-    ``metrics.json`` for how well it ranks the errors).
+    ``metrics.json`` for how well it ranks the errors). ``progress`` shows a progress
+    bar (molecules featurized and predicted).
+
+    Molecules are featurized and predicted ``batch_size`` at a time, so memory does not
+    grow with the number of SMILES beyond the outputs.
 
     Returns:
         ``(predictions [n, T] in the targets' units (or logits), errors [n])`` with
@@ -187,15 +193,21 @@ def predict_molecules(
         ``std [n, T]`` (NaN for unparsable rows, and everywhere for a single model).
     """
     model, meta = load_molecule_model(run_dir, device)
-    preds, errors, stds = _predict_smiles(model, meta, smiles, batch_size)
+    preds, errors, stds = _predict_smiles(model, meta, smiles, batch_size, progress)
     return (preds, errors, stds) if return_std else (preds, errors)
 
 
 @torch.no_grad()
 def _predict_smiles(
-    model: MoleculeModel | MoleculeEnsemble, meta: dict, smiles: list[str], batch_size: int = 256
+    model: MoleculeModel | MoleculeEnsemble,
+    meta: dict,
+    smiles: list[str],
+    batch_size: int = 256,
+    progress: bool = False,
 ) -> tuple[np.ndarray, list[str], np.ndarray]:
     """:func:`predict_molecules` with the model loaded: ``(preds, errors, std)``."""
+    if batch_size < 1:
+        raise GraphInputError(f"batch_size must be at least 1, got {batch_size}")
     device = _model_device(model)
     featurizer = MoleculeFeaturizer.from_dict(meta["featurizer"])
     scaler = TargetScaler(**meta["scaler"])
@@ -203,23 +215,24 @@ def _predict_smiles(
     preds = np.full((len(smiles), num_tasks), np.nan)
     stds = np.full((len(smiles), num_tasks), np.nan)
     errors = [""] * len(smiles)
-    graphs, rows = [], []
     transform = model.pe_transform()
-    for i, s in enumerate(smiles):
-        try:
-            graph = featurizer(s)
-            graphs.append(graph if transform is None else transform(graph))
-            rows.append(i)
-        except ValueError as err:
-            errors[i] = str(err)
-    for start in range(0, len(graphs), batch_size):
-        chunk = graphs[start : start + batch_size]
-        batch = Batch.from_data_list(chunk).to(device)
-        pred, std = _predict_batch(model, batch, scaler, meta["task"])
-        at = rows[start : start + batch_size]
-        preds[at] = pred.cpu().numpy()
-        if std is not None:
-            stds[at] = std.cpu().numpy()
+    with tqdm(total=len(smiles), desc="predict", unit="mol", disable=not progress) as bar:
+        for start in range(0, len(smiles), batch_size):
+            graphs, rows = [], []
+            for i in range(start, min(start + batch_size, len(smiles))):
+                try:
+                    graph = featurizer(smiles[i])
+                    graphs.append(graph if transform is None else transform(graph))
+                    rows.append(i)
+                except ValueError as err:
+                    errors[i] = str(err)
+            if graphs:
+                batch = Batch.from_data_list(graphs).to(device)
+                pred, std = _predict_batch(model, batch, scaler, meta["task"])
+                preds[rows] = pred.cpu().numpy()
+                if std is not None:
+                    stds[rows] = std.cpu().numpy()
+            bar.update(min(batch_size, len(smiles) - start))
     return preds, errors, stds
 
 
@@ -228,10 +241,12 @@ def evaluate_molecules(
     smiles: list[str],
     targets: np.ndarray,
     device: str | torch.device = "cpu",
+    progress: bool = False,
 ) -> dict:
     """Metrics of a trained model on labelled molecules (unparsable rows are counted).
 
     ``targets`` is ``[n, T]`` in the order of the model's targets, NaN where unknown.
+    ``progress`` shows a progress bar while the molecules are predicted.
     A regression ensemble also gets ``ensemble_spread``
     (:func:`~graphattn.train.metrics.spread_metrics`).
     """
@@ -242,7 +257,7 @@ def evaluate_molecules(
             f"targets must have shape [{len(smiles)}, {len(names)}] (the model's targets "
             f"{names}), got {list(targets.shape)}"
         )
-    preds, errors, std = _predict_smiles(model, meta, smiles)
+    preds, errors, std = _predict_smiles(model, meta, smiles, progress=progress)
     ok = np.array([e == "" for e in errors], dtype=bool)
     result = {
         "task": meta["task"],
