@@ -109,7 +109,10 @@ def test_skipped_rows_are_logged(tmp_path: Path, caplog: pytest.LogCaptureFixtur
 
 def test_record_with_wrong_number_of_targets_names_the_row() -> None:
     records = [MoleculeRecord(0, "CCO", [1.0]), MoleculeRecord(1, "CCN", [1.0, 2.0])]
-    with pytest.raises(GraphInputError, match=r"data row 1 \(counted from 0\) has 2 targets"):
+    with pytest.raises(
+        GraphInputError,
+        match=r"custom: data row 1, counted from 0: 2 targets, expected 1 \(\['y'\]\)",
+    ):
         MoleculeDataset(records, target_cols=["y"], name="custom")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import resource
 from dataclasses import replace
 
@@ -461,12 +462,16 @@ def test_splits_and_targets_the_trainer_cannot_use_are_errors(tmp_path):
 
     three = tmp_path / "three.csv"
     three.write_text("smiles,c\n" + "".join(f"{'C' * n}O,{n % 3}\n" for n in range(1, 13)))
-    with pytest.raises(GraphInputError, match=r"must be 0 or 1 .* row \d+ \(C+O\) has c = 2"):
+    with pytest.raises(GraphInputError, match=r"must be 0 or 1 \(or empty\): data row") as bad:
         train_molecule_model(
             MoleculeCSV(three, target_cols=["c"]),
             tiny_config(task="classification"),
             progress=False,
         )
+    row, smiles = re.search(
+        r"data row (\d+), counted from 0: (C+O) has c = 2", str(bad.value)
+    ).groups()
+    assert int(row) == smiles.count("C") - 1  # row n - 1 holds n carbons
 
 
 @pytest.mark.parametrize(
@@ -567,3 +572,24 @@ def test_inference_names_stay_importable_from_the_training_module():
     for name in inference.__all__:
         assert getattr(training, name) is getattr(inference, name), name
         assert name in training.__all__, name
+
+
+def test_regression_on_zero_one_targets_suggests_a_classifier(tmp_path, caplog):
+    binary = tmp_path / "binary.csv"
+    binary.write_text("smiles,c\n" + "".join(f"{'C' * n}O,{n % 2}\n" for n in range(1, 13)))
+    suggestion = "hold only the values 0 and 1; if they are classes, train a classifier"
+    for task, warned in (("regression", True), ("classification", False)):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="graphattn.train.molecules"):
+            train_molecule_model(
+                MoleculeCSV(binary, target_cols=["c"]), tiny_config(task=task), progress=False
+            )
+        assert any(suggestion in r.getMessage() for r in caplog.records) == warned
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="graphattn.train.molecules"):
+        train_molecule_model(
+            MoleculeCSV(write_alcohols(tmp_path / "y.csv"), target_cols=["y"]),
+            tiny_config(),
+            progress=False,
+        )
+    assert not any(suggestion in r.getMessage() for r in caplog.records)

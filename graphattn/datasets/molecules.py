@@ -161,10 +161,9 @@ class MoleculeDataset(Dataset):
             self.skipped.append(record)
             return None
         if len(record.targets) != len(self.target_cols):
+            found = f"{len(record.targets)} targets, expected {len(self.target_cols)}"
             raise GraphInputError(
-                f"{self.name}: data row {record.row} (counted from 0) has "
-                f"{len(record.targets)} targets, expected {len(self.target_cols)} "
-                f"({self.target_cols})"
+                f"{self.name}: {describe_row(record.row, f'{found} ({self.target_cols})')}"
             )
         try:
             data = self.featurizer(record.molecule)

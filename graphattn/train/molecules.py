@@ -27,6 +27,7 @@ from torch_geometric.loader import DataLoader
 from tqdm.auto import tqdm
 
 from graphattn.bench.machine import usable_cores
+from graphattn.datasets.molecules import describe_row
 from graphattn.errors import GraphInputError
 from graphattn.models.molecule import (
     MoleculeEnsemble,
@@ -287,6 +288,8 @@ def _part_targets(parts: dict[str, list], target_cols: list[str], config) -> dic
     if config.task == "classification":
         for name, y in targets.items():
             _check_binary(parts[name], y, target_cols)
+    else:
+        _note_binary_regression(targets["train"], target_cols)
     return targets
 
 
@@ -295,10 +298,21 @@ def _check_binary(part: list, y: torch.Tensor, target_cols: list[str]) -> None:
     if bool(bad.any()):
         index, column = bad.nonzero()[0].tolist()
         data = part[index]
-        raise GraphInputError(
-            f"classification targets must be 0 or 1 (or empty): row "
-            f"{getattr(data, 'row', '?')} ({data.smiles}) has {target_cols[column]} = "
-            f"{float(y[index, column]):g}"
+        detail = f"{data.smiles} has {target_cols[column]} = {float(y[index, column]):g}"
+        where = describe_row(data.row, detail) if hasattr(data, "row") else detail
+        raise GraphInputError(f"classification targets must be 0 or 1 (or empty): {where}")
+
+
+def _note_binary_regression(y: torch.Tensor, target_cols: list[str]) -> None:
+    """Warn when every regression target holds only the values 0 and 1: labels of classes,
+    which a regression fits by squared error and scores by RMSE instead of ROC-AUC."""
+    known = [col[~torch.isnan(col)] for col in y.T]
+    if all(set(col.unique().tolist()) == {0.0, 1.0} for col in known):
+        log.warning(
+            "the training targets %s hold only the values 0 and 1; if they are classes, "
+            "train a classifier (graphattn train --task classification; "
+            "MoleculeTrainConfig(task='classification'))",
+            target_cols,
         )
 
 
