@@ -218,21 +218,23 @@ def _predict_smiles(
     transform = model.pe_transform()
     with tqdm(total=len(smiles), desc="predict", unit="mol", disable=not progress) as bar:
         for start in range(0, len(smiles), batch_size):
+            chunk = range(start, min(start + batch_size, len(smiles)))
             graphs, rows = [], []
-            for i in range(start, min(start + batch_size, len(smiles))):
+            for i in chunk:
                 try:
                     graph = featurizer(smiles[i])
-                    graphs.append(graph if transform is None else transform(graph))
-                    rows.append(i)
                 except ValueError as err:
                     errors[i] = str(err)
+                    continue
+                graphs.append(graph if transform is None else transform(graph))
+                rows.append(i)
             if graphs:
                 batch = Batch.from_data_list(graphs).to(device)
                 pred, std = _predict_batch(model, batch, scaler, meta["task"])
                 preds[rows] = pred.cpu().numpy()
                 if std is not None:
                     stds[rows] = std.cpu().numpy()
-            bar.update(min(batch_size, len(smiles) - start))
+            bar.update(len(chunk))
     return preds, errors, stds
 
 
