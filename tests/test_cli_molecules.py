@@ -82,6 +82,26 @@ def test_predict_of_single_molecules_prints_no_fragment_note(two_target_run, tmp
     assert "fragments" not in capsys.readouterr().err
 
 
+def test_predict_notes_rows_that_keep_hydrogen_atoms(two_target_run, tmp_path, capsys):
+    # [H] on a heavy atom is merged by RDKit; [nH] and [NH4+] are not hydrogen atoms
+    text = "smiles\n[H]C([H])([H])O\nc1cc[nH]c1\n[NH4+]\n[2H]C([2H])([2H])O\n[H][H]\n"
+    rows = predict_csv(two_target_run, tmp_path, text)
+    err = capsys.readouterr().err
+    assert "note: 2 row(s) keep hydrogen atoms as graph nodes (e.g. data row 3, " in err
+    assert [r["error"] for r in rows] == [""] * 5  # noted, still predicted
+    assert rows[0]["pred_y"] == predict_csv(two_target_run, tmp_path, "smiles\nCO\n")[0]["pred_y"]
+
+
+def test_no_hydrogen_note_for_a_model_whose_graphs_have_hydrogen_nodes(capsys):
+    from graphattn.cli.main import _note_unusual_molecules
+
+    smiles = ["[2H]OC", "CCO"]
+    _note_unusual_molecules(smiles, {"featurizer": {"add_hs": True}})
+    assert capsys.readouterr().err == ""
+    _note_unusual_molecules(smiles, {"featurizer": {"add_hs": False}})
+    assert "1 row(s) keep hydrogen atoms" in capsys.readouterr().err
+
+
 def evaluate_stderr(run, tmp_path, capsys, text: str) -> str:
     """Run ``graphattn evaluate`` on a CSV of ``text``; what it printed on stderr."""
     source = tmp_path / "labelled.csv"

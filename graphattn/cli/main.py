@@ -12,6 +12,7 @@ import argparse
 import csv
 import json
 import logging
+import re
 import sys
 from pathlib import Path
 
@@ -582,34 +583,56 @@ def cmd_predict(args: argparse.Namespace) -> int:
             writer.writerow([*cells, *values, error])
     failed = sum(1 for e in errors if e)
     print(f"predicted {len(rows) - failed} of {len(rows)} rows ({failed} failed) -> {args.out}")
-    _note_fragments(smiles)
+    _note_unusual_molecules(smiles, checkpoint)
     return 0
 
 
-def _several_fragments(smiles: list[str]) -> list[int]:
-    """Rows whose SMILES parses to more than one disconnected fragment (a salt, a mixture).
-    Only a SMILES with a '.' can have several, so most rows are not parsed again."""
+# A bracketed hydrogen atom: [H], [2H], [3H+]; not [nH], [NH4+] or [Hg].
+_HYDROGEN_ATOM = re.compile(r"\[\d*H[^a-z]")
+
+
+def _unusual_rows(smiles: list[str]) -> tuple[list[int], list[int]]:
+    """Rows whose SMILES parses to several disconnected fragments (a salt, a mixture), and
+    rows that keep hydrogen atoms as atoms (RDKit keeps isotopes such as [2H], and
+    hydrogens without a heavy neighbour). Only a SMILES with a '.' or a bracketed
+    hydrogen can be either, so most rows are not parsed again."""
     from rdkit import Chem, rdBase
 
-    rows = []
+    fragments, hydrogens = [], []
     with rdBase.BlockLogs():  # unparsable rows are reported elsewhere
         for i, text in enumerate(smiles):
-            mol = Chem.MolFromSmiles(text) if "." in text else None
-            if mol is not None and len(Chem.GetMolFrags(mol)) > 1:
-                rows.append(i)
-    return rows
+            if "." not in text and not _HYDROGEN_ATOM.search(text):
+                continue
+            mol = Chem.MolFromSmiles(text.strip())
+            if mol is None:
+                continue
+            if len(Chem.GetMolFrags(mol)) > 1:
+                fragments.append(i)
+            if mol.GetNumAtoms() > mol.GetNumHeavyAtoms():
+                hydrogens.append(i)
+    return fragments, hydrogens
 
 
-def _note_fragments(smiles: list[str]) -> None:
+def _note_unusual_molecules(smiles: list[str], checkpoint: dict) -> None:
+    """Notes on stderr about rows the model predicts but may not have learnt to."""
     from graphattn.datasets.molecules import describe_row
 
-    rows = _several_fragments(smiles)
-    if rows:
+    fragments, hydrogens = _unusual_rows(smiles)
+    if fragments:
         print(
-            f"note: {len(rows)} row(s) hold several disconnected fragments (e.g. "
-            f"{describe_row(rows[0], smiles[rows[0]])}); attention runs along bonds only, so "
-            "the fragments meet only in the readout. Remove counter-ions and solvents first "
-            "if the model was trained on single molecules.",
+            f"note: {len(fragments)} row(s) hold several disconnected fragments (e.g. "
+            f"{describe_row(fragments[0], smiles[fragments[0]])}); attention runs along bonds "
+            "only, so the fragments meet only in the readout. Remove counter-ions and "
+            "solvents first if the model was trained on single molecules.",
+            file=sys.stderr,
+        )
+    if hydrogens and not checkpoint["featurizer"].get("add_hs", False):
+        print(
+            f"note: {len(hydrogens)} row(s) keep hydrogen atoms as graph nodes (e.g. "
+            f"{describe_row(hydrogens[0], smiles[hydrogens[0]])}); RDKit keeps isotopes such "
+            "as [2H], and hydrogens without a heavy neighbour, as atoms. This model counts "
+            "hydrogens on their heavy atoms, so such nodes are likely new to it: write them "
+            "as ordinary hydrogens where the isotope does not matter.",
             file=sys.stderr,
         )
 
@@ -668,7 +691,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from graphattn.train.molecule_inference import evaluate_molecules, load_molecule_checkpoint
 
     _check_output_file(args.out)
-    targets = list(load_molecule_checkpoint(args.model)["target_cols"])
+    checkpoint = load_molecule_checkpoint(args.model)
+    targets = list(checkpoint["target_cols"])
     header, rows = _read_csv(args.csv)
     chosen = _evaluated_columns(args.csv, header, args.target_cols, targets)
     smiles, _ = _smiles_of_rows(args.csv, header, rows, args.smiles_col)
@@ -691,7 +715,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
-    _note_fragments(smiles)
+    _note_unusual_molecules(smiles, checkpoint)
     return 0
 
 
