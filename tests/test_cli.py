@@ -119,7 +119,7 @@ def test_counts_below_one_are_refused_before_any_data_is_read(tmp_path, capsys, 
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--dataset", "karate", "--lr", "-1"], "lr must be 0 or more, got -1.0"),
+        (["--dataset", "karate", "--lr", "-1"], "lr must be a finite number, 0 or more, got -1.0"),
         (["--dataset", "karate", "--hidden", "30"], "hidden must be a positive multiple of heads"),
     ],
     ids=lambda value: " ".join(value) if isinstance(value, list) else None,

@@ -478,10 +478,11 @@ def test_splits_and_targets_the_trainer_cannot_use_are_errors(tmp_path):
     ("changes", "message"),
     [
         ({"epochs": 0}, "epochs must be at least 1, got 0"),
-        ({"lr": -1.0}, "lr must be 0 or more, got -1.0"),
-        ({"lr": float("nan")}, "lr must be 0 or more, got nan"),
-        ({"weight_decay": -0.1}, "weight_decay must be 0 or more, got -0.1"),
+        ({"lr": -1.0}, "lr must be a finite number, 0 or more, got -1.0"),
+        ({"lr": float("nan")}, "lr must be a finite number, 0 or more, got nan"),
+        ({"weight_decay": -0.1}, "weight_decay must be a finite number, 0 or more, got -0.1"),
         ({"patience": 0}, "patience must be at least 1 epoch, got 0"),
+        ({"seed": -1}, "seed must be 0 or more, got -1"),
         ({"batch_size": 0}, "batch_size must be at least 1, got 0"),
         ({"warmup_epochs": -1}, "warmup_epochs must be 0 or more, got -1"),
         ({"max_seconds": 0}, "max_seconds must be positive, got 0"),
@@ -505,6 +506,13 @@ def test_settings_out_of_range_are_refused_by_name_and_write_nothing(tmp_path, c
     with pytest.raises(GraphInputError, match=message):
         train_molecule_model(dataset, tiny_config(**changes), tmp_path / "run", progress=False)
     assert not (tmp_path / "run" / "model.pt").exists()
+
+
+def test_seeds_beyond_32_bits_train_and_are_repeatable(tmp_path):
+    dataset = MoleculeCSV(write_alcohols(tmp_path / "m.csv"), target_cols=["y"])
+    config = tiny_config(seed=5_000_000, ensemble=2)  # member seeds pass 2**32
+    runs = [train_molecule_model(dataset, config, progress=False) for _ in range(2)]
+    assert runs[0]["train"]["rmse"] == runs[1]["train"]["rmse"]
 
 
 def test_a_model_without_attention_layers_trains(tmp_path):

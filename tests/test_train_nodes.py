@@ -181,9 +181,13 @@ def test_masks_of_the_wrong_shape_are_refused_by_name():
     ("changes", "message"),
     [
         ({"epochs": 0}, "epochs must be at least 1, got 0"),
-        ({"lr": -0.5}, "lr must be 0 or more, got -0.5"),
-        ({"weight_decay": float("inf")}, "weight_decay must be 0 or more, got inf"),
+        ({"lr": -0.5}, "lr must be a finite number, 0 or more, got -0.5"),
+        (
+            {"weight_decay": float("inf")},
+            "weight_decay must be a finite number, 0 or more, got inf",
+        ),
         ({"patience": -2}, "patience must be at least 1 epoch, got -2"),
+        ({"seed": -3}, "seed must be 0 or more, got -3"),
         ({"label_mask_rate": 0.0}, "label_mask_rate must be above 0 and at most 1, got 0.0"),
         ({"hidden": 0}, r"hidden must be a positive multiple of heads \(4\), got 0"),
         ({"input_dropout": -0.1}, "input_dropout must be at least 0 and below 1, got -0.1"),

@@ -73,7 +73,7 @@ def start_run_folder(run_dir: str | Path) -> Path:
 
 
 def check_training_settings(
-    epochs: int, lr: float, weight_decay: float, patience: int | None
+    epochs: int, lr: float, weight_decay: float, patience: int | None, seed: int = 0
 ) -> None:
     """Raise :class:`GraphInputError` naming a training setting outside its range.
 
@@ -83,9 +83,13 @@ def check_training_settings(
     if epochs < 1:
         raise GraphInputError(f"epochs must be at least 1, got {epochs}")
     if not (lr >= 0 and math.isfinite(lr)):  # 0 keeps the weights (tests use it)
-        raise GraphInputError(f"lr must be 0 or more, got {lr}")
+        raise GraphInputError(f"lr must be a finite number, 0 or more, got {lr}")
     if not (weight_decay >= 0 and math.isfinite(weight_decay)):
-        raise GraphInputError(f"weight_decay must be 0 or more, got {weight_decay}")
+        raise GraphInputError(
+            f"weight_decay must be a finite number, 0 or more, got {weight_decay}"
+        )
+    if seed < 0:  # NumPy's generators take no negative seed
+        raise GraphInputError(f"seed must be 0 or more, got {seed}")
     if patience is not None and patience < 1:
         raise GraphInputError(f"patience must be at least 1 epoch, got {patience}")
 
@@ -122,7 +126,7 @@ def training_device(device: str | torch.device) -> torch.device:
 def seed_everything(seed: int) -> None:
     """Seed Python, NumPy and torch so a run is repeatable on one machine."""
     random.seed(seed)
-    np.random.seed(seed)
+    np.random.seed(seed % 2**32)  # NumPy's legacy seed has 32 bits; large seeds wrap
     torch.manual_seed(seed)
 
 

@@ -226,7 +226,9 @@ def _make_split(dataset, config: MoleculeTrainConfig) -> dict[str, np.ndarray]:
 
 def _check_config(config: MoleculeTrainConfig) -> None:
     """Raise :class:`GraphInputError` naming a setting outside its range."""
-    check_training_settings(config.epochs, config.lr, config.weight_decay, config.patience)
+    check_training_settings(
+        config.epochs, config.lr, config.weight_decay, config.patience, config.seed
+    )
     if config.batch_size < 1:
         raise GraphInputError(f"batch_size must be at least 1, got {config.batch_size}")
     if config.warmup_epochs < 0:

@@ -192,7 +192,9 @@ def train_node_model(
         The metrics dictionary, plus the trained model under ``"model"`` (not written).
     """
     config = config or NodeTrainConfig()
-    check_training_settings(config.epochs, config.lr, config.weight_decay, config.patience)
+    check_training_settings(
+        config.epochs, config.lr, config.weight_decay, config.patience, config.seed
+    )
     check_run_folder(run_dir)
     if not 0 < config.label_mask_rate <= 1:  # 0 would score no node
         raise GraphInputError(
