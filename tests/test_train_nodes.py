@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 
 import pytest
 import torch
@@ -256,3 +257,35 @@ def test_the_cli_offers_exactly_the_delimiters_node_training_understands():
     from graphattn.train.nodes import CLI_DELIMITERS
 
     assert sorted(DELIMITERS) == sorted(CLI_DELIMITERS)
+
+
+def test_masks_must_be_disjoint_and_select_labelled_nodes(tmp_path):
+    from graphattn import GraphInputError
+
+    data = load_node_dataset("karate")
+    data.y[[5, 6, 7]] = -1  # three unlabelled nodes
+    train, val, test = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    with_unlabelled = val.clone()
+    with_unlabelled[[5, 6, 7]] = True
+    config = NodeTrainConfig(epochs=2)
+    with pytest.raises(GraphInputError, match=r"masks\['val'\] selects 3 unlabelled node\(s\)"):
+        train_node_model(data, (train, with_unlabelled, test), config, progress=False)
+    overlap = int((train).sum())
+    with pytest.raises(
+        GraphInputError, match=rf"masks\['train'\] and masks\['test'\] share {overlap} node"
+    ):
+        train_node_model(data, (train, val, test | train), config, progress=False)
+
+
+def test_an_empty_test_part_warns_and_writes_a_run_without_test_figures(tmp_path, caplog):
+    data = load_node_dataset("karate")
+    train, val, test = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    with caplog.at_level("WARNING", logger="graphattn.train.nodes"):
+        metrics = train_node_model(
+            data, (train, val | test, torch.zeros_like(test)), NodeTrainConfig(epochs=2),
+            run_dir=tmp_path, progress=False,
+        )  # fmt: skip
+    assert "the test part (masks['test']) selects no node" in caplog.text
+    assert math.isnan(metrics["test"]["accuracy"])  # null in metrics.json
+    assert (tmp_path / "graph.png").exists() and (tmp_path / "predictions.csv").exists()
+    assert not (tmp_path / "confusion_matrix.png").exists()

@@ -126,21 +126,40 @@ def _node_features(data) -> torch.Tensor:
 PARTS = ("train", "val", "test")
 
 
-def _mask_dict(masks, num_nodes: int) -> dict[str, torch.Tensor]:
+def _mask_dict(masks, y: torch.Tensor) -> dict[str, torch.Tensor]:
     """``{"train", "val", "test"}`` boolean ``[N]`` masks from a dict or a 3-tuple (as
-    :func:`~graphattn.splits.nodes.node_split_masks` returns)."""
+    :func:`~graphattn.splits.nodes.node_split_masks` returns), once they are known to be
+    disjoint and to select labelled nodes only (an unlabelled node would be scored)."""
     if not isinstance(masks, dict):
         masks = dict(zip(PARTS, masks, strict=True))
     if set(masks) != set(PARTS):
         raise GraphInputError(f"masks must have the keys {PARTS}, got {sorted(masks)}")
     for part, mask in masks.items():
-        if mask.dtype != torch.bool or mask.shape != (num_nodes,):
+        if mask.dtype != torch.bool or mask.shape != y.shape:
             raise GraphInputError(
-                f"masks[{part!r}] must be a bool tensor of shape [{num_nodes}], got "
+                f"masks[{part!r}] must be a bool tensor of shape [{y.numel()}], got "
                 f"{mask.dtype} {list(mask.shape)}"
             )
+        unlabelled = torch.nonzero(mask & (y < 0)).flatten()
+        if unlabelled.numel():
+            raise GraphInputError(
+                f"masks[{part!r}] selects {unlabelled.numel()} unlabelled node(s) (y = -1), "
+                f"e.g. node {int(unlabelled[0])}: only labelled nodes can be scored"
+            )
+    for i, first in enumerate(PARTS):
+        for second in PARTS[i + 1 :]:
+            shared = torch.nonzero(masks[first] & masks[second]).flatten()
+            if shared.numel():
+                raise GraphInputError(
+                    f"masks[{first!r}] and masks[{second!r}] share {shared.numel()} node(s), "
+                    f"e.g. node {int(shared[0])}: the parts must be disjoint"
+                )
     if not bool(masks["train"].any()):
         raise GraphInputError("masks['train'] selects no node: there is nothing to train on")
+    if not bool(masks["test"].any()):
+        log.warning(
+            "the test part (masks['test']) selects no node: the run reports no test metrics"
+        )
     return {part: masks[part] for part in PARTS}
 
 
@@ -203,7 +222,7 @@ def train_node_model(
     device = training_device(config.device)
     seed_everything(config.seed)
     y = _check_labels(data)
-    masks = _mask_dict(masks, int(data.num_nodes))
+    masks = _mask_dict(masks, y)
     features = _node_features(data)
     num_classes = int(y.max()) + 1
     label_inputs = _use_label_inputs(config, masks)
@@ -348,21 +367,22 @@ def _write_run(run_dir: Path, model, data, features, masks, pred, known, history
                 ]
             )
     test = masks["test"].numpy()
-    matrix = confusion_matrix(
-        data.y.numpy()[test], pred.numpy()[test], labels=list(range(len(names)))
-    )
-    plot_confusion_matrix(matrix, names, run_dir / "confusion_matrix.png")
+    if test.any():
+        matrix = confusion_matrix(
+            data.y.numpy()[test], pred.numpy()[test], labels=list(range(len(names)))
+        )
+        plot_confusion_matrix(matrix, names, run_dir / "confusion_matrix.png")
     if data.num_nodes <= MAX_DRAWN_NODES:
         from graphattn.featurize.graph import to_networkx
 
-        graph = to_networkx(data)
+        accuracy = metrics["test"]["accuracy"]
+        scored = f"test accuracy {accuracy:.3f}" if test.any() else "no test nodes"
         plot_graph(
-            graph,
+            to_networkx(data),
             pred.tolist(),
             names,
             run_dir / "graph.png",
-            title=f"{metrics['dataset']}: predicted labels "
-            f"(test accuracy {metrics['test']['accuracy']:.3f})",
+            title=f"{metrics['dataset']}: predicted labels ({scored})",
         )
 
 
