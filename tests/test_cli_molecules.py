@@ -291,3 +291,68 @@ def test_predict_and_evaluate_show_a_progress_bar_unless_told_not_to(
     assert "3/3" in capsys.readouterr().err
     assert main([*args, "--no-progress"]) == 0
     assert "3/3" not in capsys.readouterr().err
+
+
+def test_label_cells_are_decimal_numbers_and_nan_is_missing(two_target_run, tmp_path):
+    source = tmp_path / "labels.csv"
+    source.write_text("smiles,y,z\nCCO,NaN,10\nCCCO,1_000,15\nCCCCO,2,nan\nCO,0x10,1\n")
+    out = tmp_path / "m.json"
+    assert main(["evaluate", "--model", str(two_target_run), "--csv", str(source),
+                 "--out", str(out), "--no-progress"]) == 0  # fmt: skip
+    result = json.loads(out.read_text())
+    assert [(b["row"], b["value"]) for b in result["bad_labels"]] == [(1, "1_000"), (3, "0x10")]
+
+
+def test_evaluate_refuses_repeated_targets_and_columns_and_reads_targets_with_equals(
+    two_target_run, tmp_path, capsys
+):
+    source = tmp_path / "in.csv"
+    source.write_text("smiles,y,z,y\nCCO,1,10,1\n")
+    code = main(["evaluate", "--model", str(two_target_run), "--csv", str(source)])
+    assert code == 2 and "column 'y' appears more than once" in capsys.readouterr().err
+    source.write_text("smiles,y,z,w\nCCO,1,10,1\nCCCO,2,20,2\n")
+    twice = ["--target-col", "y", "--target-col", "w=y"]
+    assert main(["evaluate", "--model", str(two_target_run), "--csv", str(source), *twice]) == 2
+    assert "target(s) ['y'] asked for more than once" in capsys.readouterr().err
+
+    (tmp_path / "eq.csv").write_text(
+        "smiles,dG=kcal\n" + "".join(f"{s},{n}\n" for n, s in enumerate(ALCOHOLS, 1))
+    )
+    run = tmp_path / "eq_run"
+    assert main(["train", "--csv", str(tmp_path / "eq.csv"), "--target-col", "dG=kcal",
+                 "--epochs", "1", "--hidden", "16", "--layers", "1", "--no-descriptors",
+                 "--no-progress", "--out", str(run)]) == 0  # fmt: skip
+    capsys.readouterr()
+    for flags in ([], ["--target-col", "dG=kcal"], ["--target-col", "dG=kcal=dG=kcal"]):
+        args = ["evaluate", "--model", str(run), "--csv", str(tmp_path / "eq.csv"), *flags]
+        assert main([*args, "--no-progress"]) == 0
+        assert json.loads(capsys.readouterr().out)["targets"] == {"dG=kcal": "dG=kcal"}
+
+
+def test_predict_finds_the_smiles_column_as_train_does(two_target_run, tmp_path, capsys):
+    source = tmp_path / "in.csv"
+    source.write_text("smiles,smiles\nCCO,CCC\n")
+    args = ["predict", "--model", str(two_target_run), "--csv", str(source)]
+    assert main([*args, "--out", str(tmp_path / "o.csv")]) == 2
+    assert "column 'smiles' appears more than once" in capsys.readouterr().err
+    source.write_text("SMILES,id\nCCO,1\n")
+    args = ["predict", "--model", str(two_target_run), "--csv", str(source), "--smiles-col"]
+    assert main([*args, " SMILES ", "--out", str(tmp_path / "o.csv"), "--no-progress"]) == 0
+    assert read_rows(tmp_path / "o.csv")[0]["error"] == ""
+
+
+def test_evaluate_of_a_classifier_lists_labels_other_than_0_and_1(tmp_path, capsys):
+    source = tmp_path / "classes.csv"
+    source.write_text("smiles,c\n" + "".join(f"{s},{n % 2}\n" for n, s in enumerate(ALCOHOLS)))
+    run = tmp_path / "run"
+    assert main(["train", "--csv", str(source), "--target-col", "c", "--task", "classification",
+                 "--epochs", "1", "--hidden", "16", "--layers", "1", "--no-descriptors",
+                 "--no-progress", "--out", str(run)]) == 0  # fmt: skip
+    source.write_text("smiles,c\nCCO,0\nCCCO,5\nCCCCO,1\nCO,0\n")
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(run), "--csv", str(source), "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["num_bad_labels"] == 1
+    assert "1 label cell(s) are not 0 or 1 and were read as missing (e.g. data row 1" in (
+        captured.err
+    )

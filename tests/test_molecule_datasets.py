@@ -22,6 +22,7 @@ from graphattn.datasets.molecules import (
     describe_row,
     load_molecule_dataset,
     nci_tpsa_path,
+    parse_target,
 )
 from graphattn.errors import GraphInputError
 from graphattn.featurize.molecule import MoleculeFeaturizer
@@ -257,3 +258,32 @@ def test_a_csv_that_is_not_utf8_is_an_error_naming_file_and_line(tmp_path: Path)
 def test_rows_are_named_one_way_in_every_message():
     assert describe_row(3, "no SMILES") == "data row 3, counted from 0: no SMILES"
     assert str(SkippedRow(3, "", "no SMILES")) == describe_row(3, "no SMILES")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("1.5", 1.5), ("-2e3", -2000.0), (".5", 0.5), ("+3.", 3.0), (" 4 ", 4.0)],
+)
+def test_parse_target_reads_decimal_numbers(text, expected) -> None:
+    assert parse_target(text, "y") == expected
+
+
+@pytest.mark.parametrize("text", ["", "  ", "nan", "NaN"])
+def test_parse_target_reads_empty_and_nan_as_missing(text) -> None:
+    assert math.isnan(parse_target(text, "y"))
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [("1_000", "not a number"), ("0x10", "not a number"), ("high", "not a number"),
+     ("inf", "not finite"), ("-Infinity", "not finite"), ("1e999", "not finite")],
+)  # fmt: skip
+def test_parse_target_refuses_what_float_would_stretch(text, problem) -> None:
+    with pytest.raises(ValueError, match=f"target 'y' is {problem}: '{text}'"):
+        parse_target(text, "y")
+
+
+def test_a_target_column_named_twice_is_refused(tmp_path) -> None:
+    path = write(tmp_path, "smiles,y\nCCO,1\n")
+    with pytest.raises(GraphInputError, match=r"target column\(s\) \['y'\] named more than once"):
+        MoleculeCSV(path, target_cols=["y", "y"])

@@ -519,11 +519,9 @@ def _smiles_of_rows(
 ) -> tuple[list[str], list[str]]:
     """The SMILES of each row, and a problem per row ("" when none): a row whose number
     of fields differs from the header's gets no SMILES and says so."""
-    from graphattn.errors import GraphInputError
+    from graphattn.datasets.molecules import column_index
 
-    if smiles_col not in header:
-        raise GraphInputError(f"{path}: no column {smiles_col!r}; columns are {header}")
-    at = header.index(smiles_col)
+    at = column_index(header, smiles_col, path)
     smiles, problems = [], []
     for fields in rows:
         ok = len(fields) == len(header)
@@ -645,44 +643,75 @@ def _evaluated_columns(
 ) -> dict[str, str]:
     """Model target -> CSV column: ``--target-col NAME`` (a model target in a column of
     that name) or ``--target-col COLUMN=TARGET``; by default every model target."""
+    from graphattn.datasets.molecules import column_index
     from graphattn.errors import GraphInputError
 
-    pairs = [r.split("=", 1) if "=" in r else [r, r] for r in requested or targets]
-    chosen = {target.strip(): column.strip() for column, target in pairs}
-    unknown = [t for t in chosen if t not in targets]
+    pairs = [_column_and_target(r, targets) for r in requested or targets]
+    asked = [target for _, target in pairs]
+    repeated = sorted({t for t in asked if asked.count(t) > 1})
+    if repeated:
+        raise GraphInputError(f"target(s) {repeated} asked for more than once")
+    unknown = [t for t in asked if t not in targets]
     if unknown:
         raise GraphInputError(
             f"the model has no target(s) {unknown}; its targets are {targets} ({_TARGET_COL_HINT})"
         )
-    missing = [c for c in chosen.values() if c not in header]
+    missing = [c for c, _ in pairs if c not in header]
     if missing:
         raise GraphInputError(
             f"{path}: missing column(s) {missing}; columns are {header} (the model's "
             f"targets are {targets}; {_TARGET_COL_HINT})"
         )
-    return chosen
+    for column, _ in pairs:
+        column_index(header, column, path)  # refuses a column the header holds twice
+    return {target: column for column, target in pairs}
+
+
+def _column_and_target(text: str, targets: list[str]) -> tuple[str, str]:
+    """``(column, target)`` of one ``--target-col``: a model target (whose name may hold
+    '='), else ``COLUMN=TARGET`` split at the '=' that leaves a model target on the right."""
+    text = text.strip()
+    if text in targets or "=" not in text:
+        return text, text
+    splits = [(text[:i].strip(), text[i + 1 :].strip()) for i, c in enumerate(text) if c == "="]
+    known = [(column, target) for column, target in splits if target in targets]
+    return known[0] if known else splits[0]
 
 
 def _labels(
-    header: list[str], rows: list[list[str]], chosen: dict[str, str], targets: list[str]
+    header: list[str],
+    rows: list[list[str]],
+    chosen: dict[str, str],
+    targets: list[str],
+    task: str = "regression",
 ) -> tuple[np.ndarray, list[dict]]:
     """``[n, T]`` labels in the model's target order (NaN: not given or not evaluated),
-    and the cells that are not numbers, which are read as missing."""
-    from graphattn.datasets.molecules import parse_target
+    and the cells that are not numbers (or, for a classifier, not 0 or 1), which are
+    read as missing."""
 
     labels = np.full((len(rows), len(targets)), np.nan)
     cells = [
         (targets.index(target), header.index(column), column) for target, column in chosen.items()
-    ]
+    ]  # columns found once each by _evaluated_columns
     bad = []
     for i, fields in enumerate(rows):
         for slot, at, column in cells:
             text = fields[at] if len(fields) == len(header) else ""
             try:
-                labels[i, slot] = parse_target(text, column)
+                labels[i, slot] = _label(text, column, task)
             except ValueError as err:
                 bad.append({"row": i, "column": column, "value": text, "reason": str(err)})
     return labels, bad
+
+
+def _label(text: str, column: str, task: str) -> float:
+    """One label cell as :func:`parse_target` reads it; a classifier's must be 0 or 1."""
+    from graphattn.datasets.molecules import parse_target
+
+    value = parse_target(text, column)
+    if task == "classification" and value not in (0.0, 1.0) and not np.isnan(value):
+        raise ValueError(f"class label {column!r} must be 0 or 1: {text.strip()!r}")
+    return value
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -696,7 +725,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     header, rows = _read_csv(args.csv)
     chosen = _evaluated_columns(args.csv, header, args.target_cols, targets)
     smiles, _ = _smiles_of_rows(args.csv, header, rows, args.smiles_col)
-    labels, bad = _labels(header, rows, chosen, targets)
+    labels, bad = _labels(header, rows, chosen, targets, checkpoint["task"])
     result = evaluate_molecules(
         args.model, smiles, labels, device=args.device, progress=not args.no_progress
     )
@@ -705,8 +734,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     result["bad_labels"] = bad[:20]
     if bad:
         first = bad[0]
+        valid = "0 or 1" if checkpoint["task"] == "classification" else "numbers"
         print(
-            f"{len(bad)} label cell(s) are not numbers and were read as missing (e.g. "
+            f"{len(bad)} label cell(s) are not {valid} and were read as missing (e.g. "
             f"{describe_row(first['row'], first['reason'])})",
             file=sys.stderr,
         )

@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import logging
 import math
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,7 @@ __all__ = [
     "MoleculeRecord",
     "MoleculeSDF",
     "SkippedRow",
+    "column_index",
     "dataset_featurizer",
     "describe_row",
     "load_molecule_dataset",
@@ -224,26 +226,45 @@ def _as_text(molecule: str | Chem.Mol) -> str:
     return Chem.MolToSmiles(molecule)
 
 
+# A decimal number as CSV files write it; Python's float() also takes "1_000" and "inf".
+_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
 def parse_target(text: str | None, column: str) -> float:
-    """A target cell as a float: empty means missing (``NaN``).
+    """A target cell as a float: empty or ``nan`` (any case) means missing (``NaN``).
 
     Raises:
-        ValueError: the cell is neither empty nor a finite number.
+        ValueError: the cell is neither missing nor a finite decimal number.
     """
     text = (text or "").strip()
-    if not text:
+    if not text or text.lower() == "nan":
         return math.nan
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"target {column!r} is not a number: {text!r}") from None
-    if math.isinf(value):
+    if not _NUMBER.fullmatch(text):
+        infinite = text.lstrip("+-").lower() in ("inf", "infinity")
+        raise ValueError(
+            f"target {column!r} is {'not finite' if infinite else 'not a number'}: {text!r}"
+        )
+    value = float(text)
+    if math.isinf(value):  # 1e999
         raise ValueError(f"target {column!r} is not finite: {text!r}")
     return value
 
 
-def _column_index(header: list[str], column: str, path: Path) -> int:
-    """Position of ``column`` in ``header``, ignoring surrounding whitespace."""
+def _target_list(target_cols: str | Sequence[str]) -> list[str]:
+    """The target column names as a list, each named once."""
+    targets = [target_cols] if isinstance(target_cols, str) else list(target_cols)
+    repeated = sorted({name for name in targets if targets.count(name) > 1})
+    if repeated:
+        raise GraphInputError(f"target column(s) {repeated} named more than once")
+    return targets
+
+
+def column_index(header: list[str], column: str, path: str | Path) -> int:
+    """Position of ``column`` in ``header``, ignoring surrounding whitespace.
+
+    Raises:
+        GraphInputError: the column is not there, or is there more than once.
+    """
     matches = [i for i, name in enumerate(header) if name.strip() == column.strip()]
     if len(matches) == 1:
         return matches[0]
@@ -290,7 +311,7 @@ class MoleculeCSV(MoleculeDataset):
         comment: str | None = None,
     ) -> None:
         self.path = Path(path)
-        targets = [target_cols] if isinstance(target_cols, str) else list(target_cols)
+        targets = _target_list(target_cols)
         try:
             with open(self.path, newline="", encoding="utf-8-sig") as handle:
                 lines = (line for line in handle if not (comment and line.startswith(comment)))
@@ -298,7 +319,7 @@ class MoleculeCSV(MoleculeDataset):
                 header = list(fieldnames) if fieldnames is not None else next(reader, None)
                 if header is None:
                     raise GraphInputError(f"{self.path}: empty file, expected a header row")
-                columns = [_column_index(header, col, self.path) for col in [smiles_col, *targets]]
+                columns = [column_index(header, col, self.path) for col in [smiles_col, *targets]]
                 rows = (fields for fields in reader if fields)  # blank lines are not rows
                 records = _csv_records(rows, header, columns, targets, limit)
                 super().__init__(records, targets, featurizer, name or self.path.name)
@@ -360,7 +381,7 @@ class MoleculeSDF(MoleculeDataset):
         self.path = Path(path)
         if not self.path.is_file():
             raise FileNotFoundError(f"SD file not found: {self.path}")
-        targets = [target_cols] if isinstance(target_cols, str) else list(target_cols)
+        targets = _target_list(target_cols)
         records = _sdf_records(self.path, targets, limit)
         super().__init__(records, targets, featurizer, name or self.path.name)
 
