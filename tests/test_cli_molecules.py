@@ -356,3 +356,34 @@ def test_evaluate_of_a_classifier_lists_labels_other_than_0_and_1(tmp_path, caps
     assert "1 label cell(s) are not 0 or 1 and were read as missing (e.g. data row 1" in (
         captured.err
     )
+
+
+def test_the_attention_mode_of_prediction_can_be_chosen(two_target_run, tmp_path, capsys):
+    from graphattn.nn.attention import DenseMemoryError
+
+    small = ALCOHOLS[:4]
+    sparse, _ = predict_molecules(two_target_run, small, mode="sparse")
+    dense, _ = predict_molecules(two_target_run, small, mode="dense")
+    np.testing.assert_allclose(dense, sparse, rtol=1e-5, atol=1e-6)  # the same weights
+    crowded = ["CCO"] * 255 + ["C" * 400]  # one long chain pads the whole dense batch
+    with pytest.raises(DenseMemoryError, match=r"use mode='sparse' \(on the command line"):
+        predict_molecules(two_target_run, crowded, mode="dense")
+    source = tmp_path / "in.csv"
+    source.write_text("smiles\n" + "\n".join(crowded) + "\n")
+    args = ["predict", "--model", str(two_target_run), "--csv", str(source), "--no-progress"]
+    assert main([*args, "--out", str(tmp_path / "o.csv"), "--mode", "dense"]) == 2
+    assert "--mode sparse" in capsys.readouterr().err
+    assert main([*args, "--out", str(tmp_path / "o.csv"), "--mode", "sparse"]) == 0
+    assert read_rows(tmp_path / "o.csv")[-1]["error"] == ""
+
+
+def test_the_python_api_reports_bad_entries_per_row(two_target_run):
+    from graphattn.train.molecule_inference import evaluate_molecules
+
+    preds, errors = predict_molecules(two_target_run, ["CCO", float("nan"), None])
+    assert errors[0] == "" and "got float: nan" in errors[1] and "got NoneType" in errors[2]
+    assert np.isnan(preds[1:]).all()
+    with pytest.raises(ValueError, match="got the string 'CCO': put a single SMILES in a list"):
+        predict_molecules(two_target_run, "CCO")
+    result = evaluate_molecules(two_target_run, ["CCO", "CCCO"], [[1.0, 10.0], [2.0, 20.0]])
+    assert result["num_failed"] == 0 and result["metrics"]["rmse"] > 0

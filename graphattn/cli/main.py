@@ -220,6 +220,18 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
+def _add_inference(p: argparse.ArgumentParser) -> None:
+    """The flags predict and evaluate share: progress, attention mode, device, threads."""
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument(
+        "--mode",
+        choices=("sparse", "dense", "auto"),
+        help="attention mode to predict with (default: the model's own); the weights are "
+        "the same in every mode, only speed and memory differ",
+    )
+    _add_compute(p)
+
+
 def _add_compute(p: argparse.ArgumentParser) -> None:
     """``--device`` and ``--threads``: where the run computes."""
     p.add_argument(
@@ -260,8 +272,7 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--csv", type=Path, required=True, help="input CSV with a header")
     p.add_argument("--smiles-col", default="smiles", help="SMILES column (default: smiles)")
     p.add_argument("--out", type=Path, required=True, help="output CSV")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    _add_compute(p)
+    _add_inference(p)
 
 
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
@@ -285,8 +296,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
         "COLUMN=TARGET (repeat for several); default: every model target",
     )
     p.add_argument("--out", type=Path, help="also write the metrics JSON here")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    _add_compute(p)
+    _add_inference(p)
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:
@@ -561,7 +571,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
     header, rows = _read_csv(args.csv)
     smiles, problems = _smiles_of_rows(args.csv, header, rows, args.smiles_col)
     preds, errors, std = predict_molecules(
-        args.model, smiles, device=args.device, return_std=True, progress=not args.no_progress
+        args.model,
+        smiles,
+        device=args.device,
+        return_std=True,
+        progress=not args.no_progress,
+        mode=args.mode,
     )
     errors = [problem or error for problem, error in zip(problems, errors, strict=True)]
     spread = std if reports_spread(checkpoint) else None
@@ -727,7 +742,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     smiles, _ = _smiles_of_rows(args.csv, header, rows, args.smiles_col)
     labels, bad = _labels(header, rows, chosen, targets, checkpoint["task"])
     result = evaluate_molecules(
-        args.model, smiles, labels, device=args.device, progress=not args.no_progress
+        args.model,
+        smiles,
+        labels,
+        device=args.device,
+        progress=not args.no_progress,
+        mode=args.mode,
     )
     result["targets"] = chosen
     result["num_bad_labels"] = len(bad)

@@ -272,7 +272,8 @@ class GraphSelfAttention(nn.Module):
             raise DenseMemoryError(
                 f"dense attention needs about {needed:,} bytes for {layout.num_graphs} "
                 f"graph(s) of up to N={layout.max_nodes} nodes with {self.heads} heads "
-                f"(budget max_dense_bytes={self.max_dense_bytes:,}); use mode='sparse'"
+                f"(budget max_dense_bytes={self.max_dense_bytes:,}); use mode='sparse' "
+                "(on the command line: --mode sparse)"
             )
 
     # ------------------------------------------------------------------ forward

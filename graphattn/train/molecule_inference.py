@@ -173,8 +173,10 @@ def predict_molecules(
     device: str | torch.device = "cpu",
     return_std: bool = False,
     progress: bool = False,
+    mode: str | None = None,
 ) -> tuple[np.ndarray, list[str]] | tuple[np.ndarray, list[str], np.ndarray]:
-    """Predict every SMILES; unparsable ones get NaN and an error message.
+    """Predict every SMILES (or RDKit molecule) of a list; unparsable ones, and entries
+    that are not strings (a missing cell read as NaN), get NaN and an error message.
 
     ``device`` runs the model there (``"cpu"``, ``"cuda"``, ``"auto"``).
     ``return_std`` also returns the standard deviation of an ensemble's members around
@@ -182,7 +184,10 @@ def predict_molecules(
     disagree; it is not a calibrated error bar (members that start from one pretrained
     encoder disagree far less than they err; see ``ensemble_spread`` in the run's
     ``metrics.json`` for how well it ranks the errors). ``progress`` shows a progress
-    bar (molecules featurized and predicted).
+    bar (molecules featurized and predicted). ``mode`` (``"sparse"``, ``"dense"``,
+    ``"auto"``) overrides the attention mode the model was trained with; the weights
+    are the same in every mode, so only speed and memory change (a dense model may
+    need ``"sparse"`` for a batch that holds a very large molecule).
 
     Molecules are featurized and predicted ``batch_size`` at a time, so memory does not
     grow with the number of SMILES beyond the outputs.
@@ -193,6 +198,8 @@ def predict_molecules(
         ``std [n, T]`` (NaN for unparsable rows, and everywhere for a single model).
     """
     model, meta = load_molecule_model(run_dir, device)
+    if mode is not None:
+        model.set_mode(mode)
     preds, errors, stds = _predict_smiles(model, meta, smiles, batch_size, progress)
     return (preds, errors, stds) if return_std else (preds, errors)
 
@@ -206,6 +213,11 @@ def _predict_smiles(
     progress: bool = False,
 ) -> tuple[np.ndarray, list[str], np.ndarray]:
     """:func:`predict_molecules` with the model loaded: ``(preds, errors, std)``."""
+    if isinstance(smiles, str):  # would be read one character at a time
+        raise GraphInputError(
+            f"smiles must be a list of SMILES strings, got the string {smiles[:40]!r}: "
+            "put a single SMILES in a list"
+        )
     if batch_size < 1:
         raise GraphInputError(f"batch_size must be at least 1, got {batch_size}")
     device = _model_device(model)
@@ -223,7 +235,7 @@ def _predict_smiles(
             for i in chunk:
                 try:
                     graph = featurizer(smiles[i])
-                except ValueError as err:
+                except (ValueError, TypeError) as err:  # TypeError: not a string (NaN)
                     errors[i] = str(err)
                     continue
                 graphs.append(graph if transform is None else transform(graph))
@@ -244,16 +256,21 @@ def evaluate_molecules(
     targets: np.ndarray,
     device: str | torch.device = "cpu",
     progress: bool = False,
+    mode: str | None = None,
 ) -> dict:
     """Metrics of a trained model on labelled molecules (unparsable rows are counted).
 
-    ``targets`` is ``[n, T]`` in the order of the model's targets, NaN where unknown.
-    ``progress`` shows a progress bar while the molecules are predicted.
+    ``targets`` is ``[n, T]`` (array-like) in the order of the model's targets, NaN
+    where unknown. ``progress`` shows a progress bar while the molecules are predicted;
+    ``mode`` overrides the attention mode, as in :func:`predict_molecules`.
     A regression ensemble also gets ``ensemble_spread``
     (:func:`~graphattn.train.metrics.spread_metrics`).
     """
     model, meta = load_molecule_model(run_dir, device)
+    if mode is not None:
+        model.set_mode(mode)
     names = list(meta["target_cols"])
+    targets = np.asarray(targets, dtype=float)
     if targets.ndim != 2 or targets.shape != (len(smiles), len(names)):
         raise GraphInputError(
             f"targets must have shape [{len(smiles)}, {len(names)}] (the model's targets "
