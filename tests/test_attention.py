@@ -89,7 +89,7 @@ def test_attention_matrix_is_zero_off_edges_and_rows_sum_to_one(mode, score):
     edge_index, batch = random_batch([9, 6], seed=2)
     x = torch.randn(batch.numel(), 8)
     layer = make_layer(score)
-    weights = layer.attention_matrix(x, edge_index, batch, mode=mode)  # [B, H, L, L]
+    weights = layer.attention_matrix(x, edge_index, batch=batch, mode=mode)  # [B, H, L, L]
     assert weights.shape == (2, 4, 9, 9)
 
     allowed = torch.zeros(2, 9, 9, dtype=torch.bool)
@@ -540,3 +540,22 @@ def test_cuda_layer_matches_cpu_and_dense(score):
     torch.testing.assert_close(sparse, dense, atol=1e-5, rtol=1e-5)
     for a, b in zip(grads_sparse, grads_dense, strict=True):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+def test_edge_features_for_a_layer_without_edge_dim_are_refused():
+    x, edge_index = torch.randn(5, 4), torch.tensor([[0, 1, 2, 3], [1, 2, 3, 4]])
+    plain = GraphSelfAttention(4, 8, heads=2)
+    with pytest.raises(GraphInputError, match="built without edge_dim and would ignore it"):
+        plain(x, edge_index, torch.randn(4, 3))
+
+
+def test_attention_matrix_takes_edge_features_and_batch_by_name():
+    x, edge_index = torch.randn(5, 4), torch.tensor([[0, 1, 2, 3], [1, 2, 3, 4]])
+    edge_attr = torch.randn(4, 3)
+    layer = GraphSelfAttention(4, 8, heads=2, edge_dim=3)
+    with pytest.raises(TypeError):  # positionally it was read as the batch vector
+        layer.attention_matrix(x, edge_index, edge_attr)
+    weights = layer.attention_matrix(x, edge_index, edge_attr=edge_attr)
+    _, (used, alpha) = layer(x, edge_index, edge_attr, return_attention=True)
+    source, target = used  # row 0 sources, row 1 targets
+    torch.testing.assert_close(weights[0, :, target, source].T, alpha)

@@ -90,7 +90,7 @@ def test_every_normaliser_gives_zero_weight_off_the_allowed_pairs(normalize, mod
     edge_index, batch = random_batch([8, 5], seed=2)
     x = torch.randn(batch.numel(), 8)
     m = layer(normalize=normalize)
-    weights = m.attention_matrix(x, edge_index, batch, mode=mode)
+    weights = m.attention_matrix(x, edge_index, batch=batch, mode=mode)
     allowed = torch.zeros_like(weights, dtype=torch.bool)
     edges = prepare_edges(edge_index, batch.numel())
     start = torch.tensor([0, 8])

@@ -191,6 +191,11 @@ class GraphSelfAttention(nn.Module):
     ) -> Tensor | None:
         """``[E', H, D]`` projected edge features on the prepared edges (or None)."""
         if self.lin_edge is None:
+            if edge_attr is not None:
+                raise GraphInputError(
+                    "edge_attr given, but this layer was built without edge_dim and would "
+                    "ignore it: build it with edge_dim=<edge feature width>, or pass none"
+                )
             return None
         if edge_attr is None:
             raise GraphInputError(f"this layer has edge_dim={self.edge_dim}: pass edge_attr")
@@ -323,14 +328,16 @@ class GraphSelfAttention(nn.Module):
         self,
         x: Tensor,
         edge_index: Tensor,
-        batch: Tensor | None = None,
+        *,
         edge_attr: Tensor | LinearEdgeEncoding | None = None,
+        batch: Tensor | None = None,
         mode: str | None = None,
     ) -> Tensor:
         """Attention weights as a dense ``[num_graphs, H, N_max, N_max]`` tensor.
 
         Entry ``[b, h, i, j]`` is the weight target i of graph b gives source j in head
-        h; exactly 0 where j -> i is not an allowed edge.
+        h; exactly 0 where j -> i is not an allowed edge. The arguments are those of
+        :meth:`forward`; all but ``x`` and ``edge_index`` are passed by name.
         """
         _, (used, alpha) = self.forward(
             x, edge_index, edge_attr, batch, return_attention=True, mode=mode
