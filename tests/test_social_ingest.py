@@ -576,3 +576,21 @@ def test_facebook_pages_from_real_data(data_dir):
     assert bool(torch.isfinite(data.x).all())
     assert NODE_DATASETS["facebook-pages"]["num_nodes"] == data.num_nodes
     assert seconds < 20, f"loading took {seconds:.1f} s"
+
+
+MISSING = [None, "", "  ", float("nan"), np.float32("nan"), np.float64("nan")]
+
+
+def test_missing_labels_mean_unlabelled_in_a_dict_and_in_networkx(tmp_path):
+    edges = write(tmp_path, "e.txt", "".join(f"{i} {i + 1}\n" for i in range(1, 8)))
+    labels = {1: "cat", 8: "dog", **{i: v for i, v in enumerate(MISSING, 2)}}
+    data = load_node_graph(edges, labels=labels)
+    assert data.label_names == ["cat", "dog"]
+    assert data.y.tolist() == [0, -1, -1, -1, -1, -1, -1, 1]
+
+    G = nx.path_graph(len(MISSING) + 2)
+    nx.set_node_attributes(G, {0: "a", len(MISSING) + 1: "b"}, "club")
+    nx.set_node_attributes(G, dict(enumerate(MISSING, 1)), "club")
+    data = from_networkx(G, label_attr="club")
+    assert data.label_names == ["a", "b"]
+    assert data.y.tolist() == [0] + [-1] * len(MISSING) + [1]

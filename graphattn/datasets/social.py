@@ -71,6 +71,7 @@ from graphattn.featurize.graph import (
     edges_from_pairs,
     encode_labels,
     from_networkx,
+    is_missing_label,
     structural_features,
     text_features,
 )
@@ -576,7 +577,7 @@ def _label_map(
     if labels is None:
         return {}
     if isinstance(labels, Mapping):
-        return {str(k): str(v) for k, v in labels.items() if v is not None}
+        return {str(k): str(v) for k, v in labels.items() if not is_missing_label(v)}
     return _read_labels(labels, id_col, label_col, layout.delimiter, layout.has_header, text_col)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,7 @@ __all__ = [
     "GraphReport",
     "edges_from_pairs",
     "encode_labels",
+    "is_missing_label",
     "from_networkx",
     "structural_features",
     "text_features",
@@ -154,18 +156,18 @@ def _report_loops_and_duplicates(
 
 
 def encode_labels(labels: Sequence[Hashable | None]) -> tuple[Tensor, list]:
-    """Encode class labels as 0..C-1 in sorted order; ``None`` and NaN become -1.
+    """Encode class labels as 0..C-1 in sorted order; missing labels become -1.
 
     Args:
-        labels: one label (any hashable) per node, or ``None`` or a float NaN (how
-            pandas marks a missing value) for an unlabelled node.
+        labels: one label (any hashable) per node, or, for an unlabelled node, a
+            missing one (:func:`is_missing_label`: ``None``, ``""``, a NaN).
 
     Returns:
         ``y`` ``[N]`` long and the sorted class names (``label_names[c]`` is class c).
         Labels of mixed types that cannot be compared are sorted by
         (type name, string form).
     """
-    labels = [None if _is_missing(v) else v for v in labels]
+    labels = [None if is_missing_label(v) else v for v in labels]
     classes = {v for v in labels if v is not None}
     try:
         names = sorted(classes)
@@ -176,9 +178,15 @@ def encode_labels(labels: Sequence[Hashable | None]) -> tuple[Tensor, list]:
     return y, names
 
 
-def _is_missing(label: Hashable | None) -> bool:
+def is_missing_label(label: Hashable | None) -> bool:
+    """Whether a label marks an unlabelled node: ``None``, an empty or blank string, or
+    a NaN of any float type (how pandas and NumPy mark a missing value)."""
+    if label is None:
+        return True
+    if isinstance(label, str):
+        return not label.strip()
     # NaN != NaN, so NaN labels would each become a class of their own.
-    return label is None or (isinstance(label, float) and math.isnan(label))
+    return isinstance(label, numbers.Real) and math.isnan(label)
 
 
 def from_networkx(
