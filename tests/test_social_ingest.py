@@ -594,3 +594,32 @@ def test_missing_labels_mean_unlabelled_in_a_dict_and_in_networkx(tmp_path):
     data = from_networkx(G, label_attr="club")
     assert data.label_names == ["a", "b"]
     assert data.y.tolist() == [0] + [-1] * len(MISSING) + [1]
+
+
+def test_headerless_delimited_lines_with_extra_fields_are_errors(tmp_path):
+    edges = write(tmp_path, "e.txt", "1 2\n2 3\n3 4\n")
+    features = write(tmp_path, "f.csv", "1,0.1,0.2\n2,0.3,0.4\n3,0.5,0.6\n4,0.2,0.3,0.9\n")
+    with pytest.raises(GraphInputError, match=r"f.csv, line 4: 4 fields where line 1 has 3"):
+        read_node_features(features)
+    labels = write(tmp_path, "l.csv", "1,cat\n2,dog,extra\n")
+    with pytest.raises(GraphInputError, match=r"l.csv, line 2: 3 fields where line 1 has 2"):
+        read_labels(labels)
+    # a first line without its label still allows the label column
+    short_first = write(tmp_path, "s.csv", "1\n2,dog\n3,cat\n")
+    assert read_labels(short_first, has_header=False, label_col=1) == {"2": "dog", "3": "cat"}
+    assert load_node_graph(edges, short_first, label_col=1).y.tolist() == [-1, 1, 0, -1]
+
+
+def test_feature_values_beyond_float32_are_refused_by_line(tmp_path):
+    features = write(tmp_path, "f.csv", "1,0.5\n2,1e39\n")
+    with pytest.raises(GraphInputError, match=r"line 2: .* holds '1e39', not a finite float32"):
+        read_node_features(features)
+
+
+def test_a_text_column_names_the_feature_columns_it_leaves_unread(tmp_path, caplog):
+    features = write(tmp_path, "f.csv", "id,age,name\n1,3,Tom\n2,4,Rex\n")
+    with caplog.at_level(logging.WARNING, logger="graphattn.datasets.social"):
+        read_node_features(features, text_col="name")
+    assert "only the text column 'name' becomes features; columns ['age'] are not read" in (
+        caplog.text
+    )

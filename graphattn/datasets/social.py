@@ -280,11 +280,11 @@ def _read_labels(
     )
     text_at = None if text_col is None else column_index(text_col, table.header, table.path, "text")
     _check_label_columns(table, id_at, label_at, text_at, label_col is None)
+    used = (id_at, label_at) if text_at is None else (id_at, label_at, text_at)
     if table.delimiter == WHITESPACE:
-        used = (id_at, label_at) if text_at is None else (id_at, label_at, text_at)
         check_whitespace_width(table, used, "a label or text with spaces")
     else:
-        check_header_width(table)
+        check_header_width(table, used)
     return _collect_labels(table, id_at, label_at)
 
 
@@ -391,7 +391,7 @@ def read_node_features(
 
     Raises:
         GraphInputError: a malformed line, a repeated node id, or a value that is
-            not a finite number (naming the line and column).
+            not a finite float32 number (naming the line and column).
     """
     return _read_node_table(path, id_col, text_col, feature_cols, delimiter, has_header)
 
@@ -415,11 +415,13 @@ def _read_node_table(
     id_at = column_index(id_col, table.header, table.path, "id")
     text_at = None if text_col is None else column_index(text_col, table.header, table.path, "text")
     value_at = _feature_columns(table, id_at, text_at, feature_cols)
+    used = [id_at, *value_at] + ([] if text_at is None else [text_at])
     if check_width and table.delimiter == WHITESPACE:
-        used = [id_at, *value_at] + ([] if text_at is None else [text_at])
         check_whitespace_width(table, used, "a text or value with spaces")
     elif check_width:
-        check_header_width(table)
+        check_header_width(table, used)
+    if check_width and text_at is not None and feature_cols is None:
+        _note_unused_columns(table, [id_at, text_at])
     ids = _unique_ids(table, id_at)
     texts = None
     if text_at is not None:
@@ -430,6 +432,20 @@ def _read_node_table(
         values = torch.tensor(rows, dtype=torch.float32).reshape(len(ids), len(value_at))
     names = [table.header[c] if table.header else str(c) for c in value_at]
     return NodeTable(ids, values, texts, names, source=str(table.path))
+
+
+def _note_unused_columns(table: Table, used: list[int]) -> None:
+    """Warn about the columns of a feature file that a text column leaves unread."""
+    width = len(table.header) if table.header else len(table.rows[0][1]) if table.rows else 0
+    unused = [column_name(table, c) for c in range(width) if c not in used]
+    if unused:
+        log.warning(
+            "%s: only the text column %r becomes features; columns %s are not read (in "
+            "Python, feature_cols=[...] reads numeric columns next to the text)",
+            table.path,
+            column_name(table, used[1]),
+            unused,
+        )
 
 
 def _unique_ids(table: Table, id_at: int) -> list[str]:
@@ -456,17 +472,20 @@ def _feature_columns(
     return [c for c in range(width) if c != id_at]
 
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def _number(fields: list[str], column: int, table: Table, line: int) -> float:
     text = field_at(fields, column, table.path, line, "feature")
     try:
         value = float(text)
     except ValueError:
         value = float("nan")
-    if not np.isfinite(value):
+    if not abs(value) <= _FLOAT32_MAX:  # features are float32: 1e39 would become inf
         name = column_name(table, column)
         raise GraphInputError(
             f"{table.path}, line {line}: feature column {name!r} holds {text!r}, "
-            "not a finite number"
+            "not a finite float32 number"
         )
     return value
 

@@ -325,14 +325,21 @@ def check_whitespace_width(table: Table, used: Sequence[int], what: str) -> None
             )
 
 
-def check_header_width(table: Table) -> None:
-    """In a delimited file with a header, no line may have more fields than the header:
-    the extra fields (an unquoted delimiter inside a text, say) would shift or be lost."""
-    if table.header is None:
+def check_header_width(table: Table, used: Sequence[int] = ()) -> None:
+    """In a delimited file, no line may have more fields than the header, or, without
+    one, than the first line and the ``used`` columns: the extra fields (an unquoted
+    delimiter inside a text, say) would shift or be lost."""
+    if table.header is not None:
+        width, source = len(table.header), "the header has"
+    elif table.rows and all(c >= 0 for c in used):
+        first_line, first = table.rows[0]
+        width = max(len(first), max(used, default=-1) + 1)
+        source = f"line {first_line} has" if width == len(first) else "the columns read need"
+    else:
         return
     for line, fields in table.rows:
-        if len(fields) > len(table.header):
+        if len(fields) > width:
             raise GraphInputError(
-                f"{table.path}, line {line}: {len(fields)} fields where the header has "
-                f"{len(table.header)}: {fields}; quote fields that hold the delimiter"
+                f"{table.path}, line {line}: {len(fields)} fields where {source} {width}: "
+                f"{fields}; quote fields that hold the delimiter"
             )
