@@ -6,6 +6,7 @@ import argparse
 from dataclasses import fields
 
 import pytest
+import torch
 
 from graphattn.cli.main import MOLECULE_ONLY_FLAGS, build_parser, main
 from graphattn.models.molecule import MoleculeModelConfig
@@ -142,3 +143,37 @@ def test_version_names_graphattn_and_its_main_dependencies(capsys):
     assert text.startswith(f"graphattn {graphattn.__version__} (Python ")
     assert version("graphattn") == graphattn.__version__  # one version, set in __init__
     assert f"torch {version('torch')}" in text and f"rdkit {version('rdkit')}" in text
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--repeats", "0"], "--repeats: must be at least 1, got 0"),
+        (["--paired-rounds", "-1"], "--paired-rounds: must be 0 or more, got -1"),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else None,
+)
+def test_bench_counts_out_of_range_are_refused_while_parsing(tmp_path, capsys, flags, message):
+    with pytest.raises(SystemExit):
+        main(["bench", "--quick", *flags, "--out", str(tmp_path / "b")])
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+
+
+def test_run_benchmarks_refuses_counts_out_of_range(tmp_path):
+    from graphattn import GraphInputError
+    from graphattn.bench.runner import run_benchmarks
+
+    with pytest.raises(GraphInputError, match="repeats must be at least 1, got -1"):
+        run_benchmarks(tmp_path, quick=True, repeats=-1)
+    with pytest.raises(GraphInputError, match="paired_rounds must be 0 .skip. or more, got -2"):
+        run_benchmarks(tmp_path, quick=True, paired_rounds=-2)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+def test_bench_that_measures_nothing_says_so_and_fails(tmp_path, capsys):
+    args = ["bench", "--quick", "--suites", "density", "--device", "cuda", "--no-progress"]
+    assert main([*args, "--out", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert "(0 measured)" in captured.out
+    assert "nothing was measured: CUDA requested but no CUDA device" in captured.err

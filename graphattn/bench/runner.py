@@ -40,6 +40,7 @@ from graphattn.bench.worker import (
     run_isolated,
     skipped_result,
 )
+from graphattn.errors import GraphInputError
 from graphattn.train.loop import training_device
 
 __all__ = ["default_dense_budget", "load_molecule_data", "resolve_device", "run_benchmarks"]
@@ -320,6 +321,10 @@ def run_benchmarks(
         ``derived`` (ratios, auto vs best, crossover, target checks).
     """
     started = time.perf_counter()
+    if repeats is not None and repeats < 1:
+        raise GraphInputError(f"repeats must be at least 1, got {repeats}")
+    if paired_rounds is not None and paired_rounds < 0:
+        raise GraphInputError(f"paired_rounds must be 0 (skip) or more, got {paired_rounds}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     device, unavailable = resolve_device(device)

@@ -249,11 +249,22 @@ def _add_compute(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _positive_int(text: str) -> int:
+def _nonnegative_int(text: str) -> int:
+    value = _whole_number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _whole_number(text: str) -> int:
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+
+
+def _positive_int(text: str) -> int:
+    value = _whole_number(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
@@ -315,12 +326,12 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
         default=Path("bench_out"),
         help="folder for the JSON, Markdown and plots (default: bench_out)",
     )
-    p.add_argument("--repeats", type=int, help="timed repeats per case (median reported)")
+    p.add_argument("--repeats", type=_positive_int, help="timed repeats per case (median reported)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto")
     p.add_argument("--data-dir", type=Path, help="folder with esol/ (default: $GRAPHATTN_DATA)")
     p.add_argument(
         "--paired-rounds",
-        type=int,
+        type=_nonnegative_int,
         help="rounds of the paired auto-vs-modes timing (default 12, quick 2; 0: skip)",
     )
     p.add_argument(
@@ -782,7 +793,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         paired_rounds=args.paired_rounds,
         suites=args.suites,
     )
-    print(f"wrote {len(result['cases'])} cases to {args.out}")
+    cases = result["cases"]
+    measured = sum(1 for case in cases if case.get("status") == "ok")
+    print(f"wrote {len(cases)} cases ({measured} measured) to {args.out}")
+    if cases and not measured:
+        reasons = sorted({str(case.get("reason", case.get("status"))) for case in cases})
+        print(f"graphattn bench: nothing was measured: {'; '.join(reasons)}", file=sys.stderr)
+        return 1
     return 0
 
 
