@@ -111,7 +111,7 @@ class MoleculeDataset(Dataset):
             a :class:`SkippedRow` is a row the reader already rejected.
         target_cols (Sequence[str]): names of the ``T`` targets.
         featurizer (MoleculeFeaturizer, optional): when ``None``, the default settings
-            with the data set's ``descriptors`` choice (see :class:`MoleculeDatasetInfo`).
+            (``MoleculeFeaturizer()``: graph features only).
         name (str, optional): a name for messages. (default: ``"molecules"``)
 
     Attributes:
@@ -287,7 +287,9 @@ class MoleculeCSV(MoleculeDataset):
         target_cols (str or Sequence[str]): the target column(s); may be empty for
             unlabelled molecules. (default: ``()``)
         featurizer (MoleculeFeaturizer, optional): when ``None``, the default settings
-            with the data set's ``descriptors`` choice (see :class:`MoleculeDatasetInfo`).
+            with RDKit's whole-molecule descriptors, as ``graphattn train --csv`` uses
+            (``MoleculeFeaturizer(descriptors=True)``; ``descriptors=False`` for graph
+            features only).
         name (str, optional): a name for messages. (default: the file name)
         limit (int, optional): read at most this many data rows.
         fieldnames (Sequence[str], optional): column names of a file without a header
@@ -322,6 +324,8 @@ class MoleculeCSV(MoleculeDataset):
                 columns = [column_index(header, col, self.path) for col in [smiles_col, *targets]]
                 rows = (fields for fields in reader if fields)  # blank lines are not rows
                 records = _csv_records(rows, header, columns, targets, limit)
+                if featurizer is None:
+                    featurizer = MoleculeFeaturizer(descriptors=True)
                 super().__init__(records, targets, featurizer, name or self.path.name)
         except UnicodeDecodeError as err:
             raise not_utf8_error(self.path, err) from err
@@ -365,7 +369,9 @@ class MoleculeSDF(MoleculeDataset):
         path (str or Path): the SD file.
         target_cols (str or Sequence[str]): the target property name(s).
         featurizer (MoleculeFeaturizer, optional): when ``None``, the default settings
-            with the data set's ``descriptors`` choice (see :class:`MoleculeDatasetInfo`).
+            with RDKit's whole-molecule descriptors, as ``graphattn train --csv`` uses
+            (``MoleculeFeaturizer(descriptors=True)``; ``descriptors=False`` for graph
+            features only).
         name (str, optional): a name for messages. (default: the file name)
         limit (int, optional): read at most this many records.
     """
@@ -383,6 +389,8 @@ class MoleculeSDF(MoleculeDataset):
             raise FileNotFoundError(f"SD file not found: {self.path}")
         targets = _target_list(target_cols)
         records = _sdf_records(self.path, targets, limit)
+        if featurizer is None:
+            featurizer = MoleculeFeaturizer(descriptors=True)
         super().__init__(records, targets, featurizer, name or self.path.name)
 
 
