@@ -159,6 +159,12 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
     loaded = load_split(path, n=50)
     for name in SPLIT_NAMES:
         assert np.array_equal(loaded[name], split[name])
+    rows = [2 * i for i in range(50)]  # e.g. every other source row skipped
+    path = save_split(split, tmp_path / "with_rows.json", rows)
+    assert json.loads(path.read_text())["rows"]["test"] == [2 * i for i in split["test"]]
+    loaded = load_split(path, n=50)
+    for name in SPLIT_NAMES:
+        assert np.array_equal(loaded[name], split[name])
 
 
 @pytest.mark.parametrize(

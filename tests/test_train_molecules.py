@@ -197,6 +197,12 @@ def test_cli_train_on_a_csv_writes_skipped_rows(tmp_path):
     assert [(r["row"], r["smiles"]) for r in skipped] == [("2", "bad(")]
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["num_skipped"] == 1 and sum(metrics["num_molecules"].values()) == 11
+    split = json.loads((out / "split.json").read_text())
+    for part in ("train", "val", "test"):  # data rows: past the skipped row 2, one more
+        assert split["rows"][part] == [i + (i >= 2) for i in split[part]]
+    with open(out / "predictions.csv") as handle:
+        test_rows = [int(r["row"]) for r in csv.DictReader(handle)]
+    assert sorted(test_rows) == sorted(split["rows"]["test"])
     checkpoint = load_checkpoint(out)
     assert checkpoint["target_cols"] == ["logp"]
     featurizer = MoleculeFeaturizer.from_dict(checkpoint["featurizer"])

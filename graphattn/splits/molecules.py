@@ -182,19 +182,27 @@ def check_split(split: dict[str, Sequence[int]], n: int | None = None) -> None:
         )
 
 
-def save_split(split: dict[str, Sequence[int]], path: str | Path) -> Path:
+def save_split(
+    split: dict[str, Sequence[int]], path: str | Path, rows: Sequence[int] | None = None
+) -> Path:
     """Write a split as JSON ``{"train": [...], "val": [...], "test": [...]}``.
 
     Args:
-        split (dict): part name -> indices (arrays or lists).
+        split (dict): part name -> indices (arrays or lists) into the data set.
         path (str or Path): the file to write.
+        rows (Sequence[int], optional): the source data row of each data set item
+            (``MoleculeDataset.rows``; they differ from the indices once rows were
+            skipped). Written as ``"rows": {"train": [...], ...}``, the numbering of
+            ``skipped.csv`` and ``predictions.csv``.
 
     Returns:
         Path: the file written.
     """
     check_split(split)
     path = Path(path)
-    payload = {name: [int(i) for i in split[name]] for name in SPLIT_NAMES}
+    payload: dict = {name: [int(i) for i in split[name]] for name in SPLIT_NAMES}
+    if rows is not None:
+        payload["rows"] = {name: [int(rows[i]) for i in payload[name]] for name in SPLIT_NAMES}
     path.write_text(json.dumps(payload) + "\n", encoding="utf-8")
     return path
 
@@ -216,6 +224,7 @@ def load_split(path: str | Path, n: int | None = None) -> dict[str, np.ndarray]:
         payload = json.loads(Path(path).read_text(encoding="utf-8"))
         if not isinstance(payload, dict):
             raise GraphInputError("expected a JSON object of index lists")
+        payload.pop("rows", None)  # the source data rows, for people reading the file
         check_split(payload, n)
     except (json.JSONDecodeError, GraphInputError) as err:
         raise GraphInputError(f"{path}: not a valid split: {err}") from err

@@ -698,7 +698,11 @@ def _write_run(
     )
     write_json(run_dir / "metrics.json", metrics)
     write_json(run_dir / "history.json", {"history": history})
-    save_split({k: np.asarray(v) for k, v in split.items()}, run_dir / "split.json")
+    save_split(
+        {k: np.asarray(v) for k, v in split.items()},
+        run_dir / "split.json",
+        getattr(dataset, "rows", None),
+    )
     dataset.write_skipped(run_dir / "skipped.csv")
     plot_learning_curve(history, metric, run_dir / "learning_curve.png")
     cols = list(dataset.target_cols)
