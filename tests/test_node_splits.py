@@ -71,6 +71,8 @@ def test_class_with_too_few_labels_is_named():
         node_split_masks(labels([10, 3, 10]), labels_per_class=4)
     with pytest.raises(GraphInputError, match="class 1 has 0"):
         node_split_masks(torch.tensor([0, 0, 2, 2, -1]), labels_per_class=1)
+    with pytest.raises(GraphInputError, match=r"class 1 \('dog'\) has 3 labelled node"):
+        node_split_masks(labels([10, 3]), labels_per_class=4, class_names=["cat", "dog"])
 
 
 def test_no_labelled_nodes():

@@ -419,6 +419,15 @@ def tiny_config(**changes) -> MoleculeTrainConfig:
     return MoleculeTrainConfig(**{"epochs": 2, "model": {"hidden": 16, "layers": 1}, **changes})
 
 
+def test_a_file_without_data_rows_says_so(tmp_path):
+    from graphattn import GraphInputError
+
+    source = tmp_path / "header_only.csv"
+    source.write_text("smiles,y\n")
+    with pytest.raises(GraphInputError, match="no molecules to train on: the data set has no data"):
+        train_molecule_model(MoleculeCSV(source, target_cols=["y"]), tiny_config(), progress=False)
+
+
 def test_no_usable_rows_is_an_error_that_still_writes_skipped_csv(tmp_path):
     from graphattn import GraphInputError
 

@@ -22,6 +22,7 @@ def test_karate_cli_run_beats_the_majority_class_and_writes_the_run_folder(tmp_p
     assert metrics["task"] == "node-classification"
     assert metrics["device"] == "cpu"
     assert metrics["num_labelled"] == {"train": 2, "val": 0, "test": 32}
+    assert metrics["split"] == "fixed_train_nodes"  # the two leaders, not a random split
     majority = 16 / 32  # the other 32 members split 16 / 16
     assert metrics["test"]["accuracy"] > majority + 0.25
     assert {"accuracy", "macro_f1"} <= set(metrics["test"])
@@ -30,6 +31,8 @@ def test_karate_cli_run_beats_the_majority_class_and_writes_the_run_folder(tmp_p
     with open(out / "predictions.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 34
+    probabilities = [r[k] for r in rows for k in r if k.startswith("prob_")]
+    assert max(len(p) for p in probabilities) <= len("0.12345")  # no float32 digits
     assert [r["split"] for r in rows if r["node"] in ("0", "33")] == ["train", "train"]
     assert (
         sum(r["label"] == r["predicted"] for r in rows if r["split"] == "test")

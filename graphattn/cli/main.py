@@ -401,6 +401,8 @@ def _check_train_sources(parser: argparse.ArgumentParser, args: argparse.Namespa
                 parser.error(f"{_flag(name)} needs {source}")
     if args.data_dir is not None and given and given[0] != "--dataset":
         parser.error(f"--data-dir is for the named data sets; {given[0]} reads the file it names")
+    if args.edges is not None and args.labels is None:
+        parser.error("--edges needs --labels, a file of node labels to learn from")
 
 
 def _flag(dest: str) -> str:

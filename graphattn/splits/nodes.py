@@ -25,6 +25,7 @@ def node_split_masks(
     fractions: Sequence[float] = (0.6, 0.2, 0.2),
     labels_per_class: int | None = None,
     seed: int = 0,
+    class_names: Sequence | None = None,
 ) -> Masks:
     """Random, class-stratified train / val / test masks over the labelled nodes.
 
@@ -41,6 +42,7 @@ def node_split_masks(
         fractions: ``(f_train, f_val, f_test)``, non-negative, summing to 1.
         labels_per_class: k training nodes per class (the semi-supervised setting).
         seed: seed of the shuffles.
+        class_names: the name of each class, for messages (``data.label_names``).
 
     Returns:
         ``(train_mask, val_mask, test_mask)``, each ``[N]`` bool.
@@ -56,7 +58,8 @@ def node_split_masks(
     for c in range(int(y.max()) + 1):
         members = (y == c).nonzero().view(-1)
         members = members[torch.randperm(members.numel(), generator=generator)]
-        sizes = _class_sizes(members.numel(), c, f_train, f_val, f_test, labels_per_class)
+        name = f"class {c}" if class_names is None else f"class {c} ({class_names[c]!r})"
+        sizes = _class_sizes(members.numel(), name, f_train, f_val, f_test, labels_per_class)
         for mask, part in zip(masks, members.split(sizes), strict=True):
             mask[part] = True
     return masks
@@ -127,7 +130,7 @@ def _describe(y) -> str:
 
 
 def _class_sizes(
-    n: int, c: int, f_train: float, f_val: float, f_test: float, per_class: int | None
+    n: int, name: str, f_train: float, f_val: float, f_test: float, per_class: int | None
 ) -> list[int]:
     """How many of a class's n labelled nodes go to train, val and test."""
     if per_class is None:  # every class with nodes gets at least one training node
@@ -136,7 +139,7 @@ def _class_sizes(
         return [train, val, n - train - val]
     if n < per_class:
         raise GraphInputError(
-            f"class {c} has {n} labelled node(s), fewer than labels_per_class={per_class}"
+            f"{name} has {n} labelled node(s), fewer than labels_per_class={per_class}"
         )
     rest = n - per_class
     val = round(f_val / (f_val + f_test) * rest)

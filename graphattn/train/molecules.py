@@ -250,9 +250,10 @@ def _check_not_empty(dataset, run_dir: str | Path | None) -> None:
     if run_dir is not None and hasattr(dataset, "write_skipped"):
         skipped_csv = start_run_folder(run_dir) / "skipped.csv"
         where = f"; reasons in {dataset.write_skipped(skipped_csv)}"
-    first = f" (e.g. {skipped[0]})" if skipped else ""
+    if not skipped:
+        raise GraphInputError("no molecules to train on: the data set has no data rows")
     raise GraphInputError(
-        f"no molecules to train on: all {len(skipped)} rows were skipped{first}{where}"
+        f"no molecules to train on: all {len(skipped)} rows were skipped (e.g. {skipped[0]}){where}"
     )
 
 

@@ -190,6 +190,7 @@ def train_node_model(
     run_dir: str | Path | None = None,
     dataset_name: str = "custom",
     progress: bool = True,
+    split_name: str | None = None,
 ) -> dict:
     """Train a node classifier on one graph and (optionally) write a run folder.
 
@@ -206,6 +207,8 @@ def train_node_model(
             validation set, ``learning_curve.png``.
         dataset_name: recorded in ``metrics.json``.
         progress: show a progress bar.
+        split_name: how ``masks`` were made, recorded in ``metrics.json`` as ``split``
+            (default: ``"labels_per_class"`` or ``"random"``, from ``config``).
 
     Returns:
         The metrics dictionary, plus the trained model under ``"model"`` (not written).
@@ -290,7 +293,7 @@ def train_node_model(
     metrics = {
         "task": "node-classification",
         "dataset": dataset_name,
-        "split": "labels_per_class" if config.labels_per_class else "random",
+        "split": split_name or ("labels_per_class" if config.labels_per_class else "random"),
         "seed": config.seed,
         "num_nodes": int(data.num_nodes),
         "num_edges": int(edge_index.size(1)),
@@ -363,7 +366,7 @@ def _write_run(run_dir: Path, model, data, features, masks, pred, known, history
                     part[n],
                     label,
                     names[int(pred[n])],
-                    *np.round(probs[n], 5).tolist(),
+                    *(round(float(p), 5) for p in probs[n]),  # float32 -> short decimals
                 ]
             )
     test = masks["test"].numpy()
@@ -416,17 +419,26 @@ def train_node_model_cli(args, config: NodeTrainConfig) -> dict:
     data, name = _load_cli_data(args)
     default_train = getattr(data, "default_train_nodes", None)
     user_split = args.split_fractions is not None or args.labels_per_class is not None
+    split_name = None
     if default_train is not None and not user_split:
         masks = fixed_train_masks(data.y, default_train)
+        split_name = "fixed_train_nodes"
     else:
         masks = node_split_masks(
             data.y,
             fractions=config.fractions,
             labels_per_class=config.labels_per_class,
             seed=config.seed,
+            class_names=getattr(data, "label_names", None),
         )
     metrics = train_node_model(
-        data, masks, config, run_dir=args.out, dataset_name=name, progress=not args.no_progress
+        data,
+        masks,
+        config,
+        run_dir=args.out,
+        dataset_name=name,
+        progress=not args.no_progress,
+        split_name=split_name,
     )
     metrics.pop("model")
     return metrics
