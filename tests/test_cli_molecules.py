@@ -181,8 +181,8 @@ def test_unreadable_checkpoints_and_wrong_data_files_are_one_line_errors(tmp_pat
     run = tmp_path / "run"
     run.mkdir()
     for content, problem in [
-        (b"", "not a readable graphattn checkpoint"),
-        (b"not a checkpoint", "not a readable graphattn checkpoint"),
+        (b"", r"not a graphattn checkpoint \(not a file written by torch.save\)"),
+        (b"smiles,y\nCCO,1\n", r"not a graphattn checkpoint \(not a file written by torch"),
     ]:
         (run / "model.pt").write_bytes(content)
         with pytest.raises(GraphInputError, match=rf"model.pt: {problem}"):

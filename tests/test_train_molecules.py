@@ -629,3 +629,19 @@ def test_a_csv_featurizes_alike_in_python_and_on_the_command_line(tmp_path):
     tiny = ["--epochs", "1", "--hidden", "16", "--layers", "1", "--no-progress"]
     assert main(["train", "--csv", str(source), "--target-col", "y", *tiny, "--out", str(run)]) == 0
     assert load_checkpoint(run)["featurizer"] == dataset.featurizer.to_dict()
+
+
+def test_predictions_csv_leaves_missing_labels_empty(tmp_path):
+    source = tmp_path / "m.csv"
+    source.write_text(
+        "smiles,y,z\n" + "".join(f"{'C' * n}O,{n},{'' if n % 2 else n}\n" for n in range(1, 21))
+    )
+    run = tmp_path / "run"
+    dataset = MoleculeCSV(source, target_cols=["y", "z"], featurizer=MoleculeFeaturizer())
+    config = tiny_config(fractions=(0.5, 0.25, 0.25))
+    train_molecule_model(dataset, config, run_dir=run, progress=False)
+    with open(run / "predictions.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    missing = [int(r["row"]) % 2 == 0 for r in rows]  # data row 2k is C(2k+1)O, without z
+    assert any(missing) and [r["z"] == "" for r in rows] == missing
+    assert all(r["y"] != "" and r["pred_z"] != "" for r in rows)

@@ -6,6 +6,7 @@ numbers), so it loads with ``torch.load(path, weights_only=True)``: no pickled c
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,11 @@ def load_checkpoint(run_dir_or_file: str | Path) -> dict[str, Any]:
         path = path / CHECKPOINT_NAME
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}: pass a run folder made by train")
+    if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; a CSV is not one
+        raise GraphInputError(
+            f"{path}: not a graphattn checkpoint (not a file written by torch.save); pass a "
+            "run folder made by train or its model.pt"
+        )
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # truncated, corrupt, or not a weights-only torch file

@@ -12,6 +12,7 @@ import copy
 import csv
 import io
 import logging
+import math
 import multiprocessing
 import queue
 import time
@@ -713,5 +714,7 @@ def _write_run(
         writer.writerow(["row", "smiles", *cols, *names])
         for data, pred in zip(parts["test"], test_pred, strict=True):
             values = [*data.y.view(-1).tolist(), *pred.tolist()]
-            # 7 significant digits, what float32 holds: the CSV's -5.45, not -5.449999809
-            writer.writerow([int(data.row), data.smiles, *(f"{v:.7g}" for v in values)])
+            # 7 significant digits, what float32 holds: the CSV's -5.45, not -5.449999809;
+            # a missing label stays an empty cell, as in the input and in predict's output
+            cells = ("" if math.isnan(v) else f"{v:.7g}" for v in values)
+            writer.writerow([int(data.row), data.smiles, *cells])
