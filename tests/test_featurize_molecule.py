@@ -380,3 +380,10 @@ def test_a_molecule_with_explicit_hydrogens_featurizes_like_its_smiles(add_hs: b
         assert from_mol.smiles == from_smiles.smiles
         for name in ("x", "edge_index", "edge_attr", "mol_x"):
             assert torch.equal(getattr(from_mol, name), getattr(from_smiles, name)), (smiles, name)
+
+
+def test_descriptors_of_a_lone_hydrogen_log_nothing(capfd) -> None:
+    data = MoleculeFeaturizer(descriptors=True)("[H+]")
+    assert data.num_nodes == 1 and data.mol_x.shape[0] == 1
+    captured = capfd.readouterr()
+    assert "hydrogen" not in captured.err + captured.out

@@ -11,7 +11,7 @@ values become 0. Models standardise them with training-set statistics.
 from __future__ import annotations
 
 import numpy as np
-from rdkit import Chem
+from rdkit import Chem, rdBase
 from rdkit.Chem import Descriptors
 
 __all__ = ["DESCRIPTOR_NAMES", "molecule_descriptors"]
@@ -23,10 +23,11 @@ _FUNCTIONS = tuple(fn for _, fn in Descriptors.descList)
 def molecule_descriptors(mol: Chem.Mol) -> np.ndarray:
     """``[len(DESCRIPTOR_NAMES)]`` float32 descriptors of one molecule (signed log1p)."""
     values = np.empty(len(_FUNCTIONS), dtype=np.float64)
-    for i, fn in enumerate(_FUNCTIONS):
-        try:
-            values[i] = fn(mol)
-        except (ValueError, RuntimeError, ZeroDivisionError, OverflowError):
-            values[i] = np.nan
+    with rdBase.BlockLogs():  # some descriptors note hydrogens they keep ([H+], H2)
+        for i, fn in enumerate(_FUNCTIONS):
+            try:
+                values[i] = fn(mol)
+            except (ValueError, RuntimeError, ZeroDivisionError, OverflowError):
+                values[i] = np.nan
     values = np.where(np.isfinite(values), values, 0.0)
     return (np.sign(values) * np.log1p(np.abs(values))).astype(np.float32)
