@@ -381,3 +381,13 @@ def test_encoder_gradients_reach_projection() -> None:
     enc = PositionalEncoder(4, 2, out_channels=6, mode="concat")
     enc(torch.randn(5, 4), torch.randn(5, 2)).sum().backward()
     assert enc.proj.weight.grad is not None and enc.proj.weight.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("graph", [nx.path_graph(300), nx.cycle_graph(200)], ids=["path", "cycle"])
+def test_lanczos_finds_the_bottom_of_a_clustered_spectrum(graph: nx.Graph) -> None:
+    # Lanczos alone returned lambda_1..lambda_5 without the 0 here, so the first real
+    # eigenpair was dropped as the trivial one (cycle: both copies of lambda_1)
+    edges, n = nx_edges(graph), graph.number_of_nodes()
+    lanczos, _ = laplacian_eigenpairs(edges, n, 4, dense_max_nodes=0)
+    dense, _ = laplacian_eigenpairs(edges, n, 4, dense_max_nodes=10**6)
+    torch.testing.assert_close(lanczos, dense, rtol=1e-5, atol=1e-9)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import logging
-import time
 
 import networkx as nx
 import numpy as np
@@ -568,10 +567,10 @@ def test_karate_dataset():
         load_node_dataset("cora")
 
 
-def test_facebook_pages_from_real_data(data_dir):
-    start = time.perf_counter()
-    data = load_node_dataset("facebook-pages", data_dir=data_dir)
-    seconds = time.perf_counter() - start
+def test_facebook_pages_from_real_data(data_dir, caplog):
+    with caplog.at_level(logging.WARNING, logger="graphattn.datasets.social"):
+        data = load_node_dataset("facebook-pages", data_dir=data_dir)
+    assert "are not read" not in caplog.text  # page_type is the label, facebook_id an id
     report = data.graph_report
     assert data.num_nodes == 22470 and data.node_ids[:3] == ["0", "1", "2"]
     assert report.num_input_edges == 171002
@@ -583,7 +582,6 @@ def test_facebook_pages_from_real_data(data_dir):
     assert data.x.shape == (22470, 1024 + 9) and data.x.dtype == torch.float32
     assert bool(torch.isfinite(data.x).all())
     assert NODE_DATASETS["facebook-pages"]["num_nodes"] == data.num_nodes
-    assert seconds < 20, f"loading took {seconds:.1f} s"
 
 
 MISSING = [None, "", "  ", float("nan"), np.float32("nan"), np.float64("nan")]

@@ -739,6 +739,7 @@ def load_node_dataset(
             labels=target,
             features=target,
             text_col="page_name",
+            feature_cols=[],  # the other columns are the id and the label
             id_col="id",
             label_col="page_type",
             text_dim=text_dim,
