@@ -559,3 +559,20 @@ def test_attention_matrix_takes_edge_features_and_batch_by_name():
     _, (used, alpha) = layer(x, edge_index, edge_attr, return_attention=True)
     source, target = used  # row 0 sources, row 1 targets
     torch.testing.assert_close(weights[0, :, target, source].T, alpha)
+
+
+def test_dropout_out_of_range_is_refused_when_the_layer_is_built():
+    with pytest.raises(GraphInputError, match="dropout must be at least 0 and below 1, got -0.2"):
+        GraphSelfAttention(4, 8, heads=2, dropout=-0.2)
+
+
+@pytest.mark.parametrize("kernel", ["auto", "numba", "gather", "fused"])
+def test_gradients_of_gradients_name_the_kernel_that_supports_them(kernel):
+    x = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+    edge_index = torch.tensor([[0, 1, 2, 3, 0], [1, 2, 3, 4, 2]])
+    layer = GraphSelfAttention(3, 4, heads=2, kernel=kernel).double()
+    with pytest.raises(GraphInputError, match="first-order gradients only; .* kernel='reference'"):
+        torch.autograd.grad(layer(x, edge_index).square().sum(), x, create_graph=True)
+    reference = GraphSelfAttention(3, 4, heads=2, kernel="reference").double()
+    reference.load_state_dict(layer.state_dict())
+    assert torch.autograd.gradgradcheck(lambda a: reference(a, edge_index), (x,))

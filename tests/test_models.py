@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from torch_geometric.data import Batch
@@ -67,3 +69,38 @@ def test_the_head_input_is_the_pooled_vector_next_to_the_scaled_descriptors():
     scaled = ((batch.mol_x - batch.mol_x.mean(0)) / batch.mol_x.std(0).clamp(min=1e-6)).clamp(-6, 6)
     torch.testing.assert_close(head_input[:, width:], scaled)
     torch.testing.assert_close(model(batch), model.head(head_input))
+
+
+def test_a_single_molecule_is_predicted_without_changing_the_callers_data():
+    featurizer = MoleculeFeaturizer()
+    single, other = featurizer("CCO"), featurizer("c1ccccc1O")
+    model = MoleculeModel(small_config()).eval()
+    alone = model(single)
+    assert single.batch is None  # it used to be set, and then Batch.from_data_list failed
+    batched = model(Batch.from_data_list([single, other]))
+    torch.testing.assert_close(batched[:1], alone)
+
+
+def test_known_labels_are_refused_where_they_would_be_ignored_or_out_of_range():
+    x, edge_index = torch.randn(6, 5), torch.tensor([[0, 1, 2, 3, 4], [1, 2, 3, 4, 5]])
+    plain = NodeClassifier(NodeModelConfig(5, 3, hidden=8, heads=2)).eval()
+    with pytest.raises(GraphInputError, match="built without label_inputs and would ignore"):
+        plain(x, edge_index, known_labels=torch.zeros(6, dtype=torch.long))
+    with_labels = NodeClassifier(NodeModelConfig(5, 3, hidden=8, heads=2, label_inputs=True))
+    with pytest.raises(GraphInputError, match=r"class indices 0..2 or -1 .unknown., got values"):
+        with_labels(x, edge_index, known_labels=torch.full((6,), 3))
+    assert with_labels(x, edge_index, known_labels=torch.full((6,), -1)).shape == (6, 3)
+
+
+@pytest.mark.parametrize(
+    ("make", "taken"),
+    [
+        (lambda: small_config(attention={"dropout": 0.1}), "['dropout']"),
+        (lambda: small_config(attention={"mode": "dense", "heads": 2}), "['heads', 'mode']"),
+        (lambda: NodeModelConfig(5, 3, attention={"edge_dim": 4}), "['edge_dim']"),
+    ],
+)
+def test_attention_options_that_the_config_sets_itself_are_refused(make, taken):
+    with pytest.raises(GraphInputError, match=rf"sets {re.escape(taken)}, which \w+ sets itself"):
+        make()
+    assert NodeModelConfig(5, 3, attention={"ffn_ratio": 4.0}).attention == {"ffn_ratio": 4.0}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from graphattn.errors import GraphInputError
 
-__all__ = ["check_architecture"]
+__all__ = ["check_architecture", "check_attention_options"]
 
 
 def check_architecture(hidden: int, layers: int, heads: int, **dropouts: float) -> None:
@@ -28,3 +28,20 @@ def check_architecture(hidden: int, layers: int, heads: int, **dropouts: float) 
     for name, rate in dropouts.items():
         if not 0 <= rate < 1:
             raise GraphInputError(f"{name} must be at least 0 and below 1, got {rate}")
+
+
+def check_attention_options(options: dict, config_name: str, owned: tuple[str, ...]) -> None:
+    """Raise :class:`GraphInputError` for an ``attention`` option that the model
+    configuration sets itself: passed twice, it was a ``TypeError`` deep in the layer.
+
+    Args:
+        options: the configuration's ``attention`` dict (extra layer arguments).
+        config_name: the configuration's class name, for the message.
+        owned: the layer arguments the configuration sets from its own fields.
+    """
+    taken = [key for key in owned if key in options]
+    if taken:
+        raise GraphInputError(
+            f"attention={options!r} sets {taken}, which {config_name} sets itself from "
+            f"its fields; use those (attention_dropout is the attention weights' dropout)"
+        )

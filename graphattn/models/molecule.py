@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from graphattn.errors import GraphInputError
-from graphattn.models.checks import check_architecture
+from graphattn.models.checks import check_architecture, check_attention_options
 from graphattn.models.readout import Readout
 from graphattn.nn.dropout import Dropout
 from graphattn.nn.edge_features import LinearEdgeEncoding
@@ -26,6 +26,10 @@ __all__ = ["LAYER_TYPES", "MoleculeEnsemble", "MoleculeModel", "MoleculeModelCon
 LAYER_TYPES = {"transformer": GraphTransformerLayer, "hybrid": HybridLayer}
 PE_ATTRIBUTES = {None: None, "lap": "lap_pe", "rw": "rw_pe"}
 TASKS = ("regression", "classification")
+
+
+# Layer arguments set from MoleculeModelConfig's fields (edge_dim from bond_dim).
+MOLECULE_LAYER_OPTIONS = ("channels", "heads", "ffn_ratio", "dropout", "norm", "edge_dim", "mode")
 
 
 @dataclass
@@ -85,6 +89,7 @@ class MoleculeModelConfig:
         if self.task not in TASKS:
             raise GraphInputError(f"task must be one of {TASKS}, got {self.task!r}")
         check_architecture(self.hidden, self.layers, self.heads, dropout=self.dropout)
+        check_attention_options(self.attention, "MoleculeModelConfig", MOLECULE_LAYER_OPTIONS)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -182,27 +187,29 @@ class MoleculeModel(nn.Module):
             )
         return pe
 
-    def node_embeddings(self, data) -> Tensor:
-        """``[N, hidden]`` atom vectors after the transformer stack."""
+    def node_embeddings(self, data, batch: Tensor | None = None) -> Tensor:
+        """``[N, hidden]`` atom vectors after the transformer stack (``batch``: the graph
+        of each atom, by default ``data.batch``; ``None`` there is one graph)."""
+        batch = data.batch if batch is None else batch
         h = self.atom_encoder(data.x)
         if self.pe_encoder is not None:
-            h = self.pe_encoder(h, self._positional_encoding(data), data.batch)
+            h = self.pe_encoder(h, self._positional_encoding(data), batch)
         edge_attr = None
         if self.bond_encoder is not None:  # each layer composes its edge map with it
             edge_attr = LinearEdgeEncoding(data.edge_attr, self.bond_encoder)
         for layer in self.layers:
-            h = layer(h, data.edge_index, edge_attr, data.batch)
+            h = layer(h, data.edge_index, edge_attr, batch)
         return self.final_norm(h)
 
     def head_input(self, data) -> Tensor:
         """``[B, readout.out_channels + mol_dim]``: each graph's pooled atom vectors, next
-        to its standardised whole-molecule descriptors (clamped to ±6) when ``mol_dim``."""
+        to its standardised whole-molecule descriptors (clamped to ±6) when ``mol_dim``.
+        A single ``Data`` (no ``batch``) is one graph; it is not modified."""
         batch = data.batch
         if batch is None:
             batch = torch.zeros(data.num_nodes, dtype=torch.long, device=data.x.device)
-            data.batch = batch
         num_graphs = int(data.num_graphs) if hasattr(data, "num_graphs") else 1
-        pooled = self.readout(self.node_embeddings(data), batch, num_graphs)
+        pooled = self.readout(self.node_embeddings(data, batch), batch, num_graphs)
         if self.config.mol_dim:
             scaled = ((data.mol_x - self.mol_mean) / self.mol_std).clamp(-6.0, 6.0)
             pooled = torch.cat([pooled, scaled], dim=-1)

@@ -15,11 +15,16 @@ from dataclasses import asdict, dataclass, field
 
 from torch import Tensor, nn
 
-from graphattn.models.checks import check_architecture
+from graphattn.errors import GraphInputError
+from graphattn.models.checks import check_architecture, check_attention_options
 from graphattn.nn.dropout import Dropout
 from graphattn.nn.transformer import GraphTransformerLayer, make_norm
 
 __all__ = ["NodeClassifier", "NodeModelConfig"]
+
+
+# Layer arguments set from NodeModelConfig's fields; node models take no edge features.
+NODE_LAYER_OPTIONS = ("channels", "heads", "dropout", "norm", "edge_dim", "mode")
 
 
 @dataclass
@@ -61,6 +66,7 @@ class NodeModelConfig:
             dropout=self.dropout,
             input_dropout=self.input_dropout,
         )
+        check_attention_options(self.attention, "NodeModelConfig", NODE_LAYER_OPTIONS)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -112,6 +118,8 @@ class NodeClassifier(nn.Module):
         return_attention: also return each layer's ``(edge_index, alpha)``.
         """
         h = self.encoder(self.input_dropout(x))
+        if known_labels is not None:
+            self._check_known_labels(known_labels, x.size(0))
         if self.label_encoder is not None and known_labels is not None:
             one_hot = x.new_zeros(x.size(0), self.config.num_classes)
             known = known_labels >= 0
@@ -125,3 +133,20 @@ class NodeClassifier(nn.Module):
                 attentions.append(attention)
         logits = self.head(self.norm(h))
         return (logits, attentions) if return_attention else logits
+
+    def _check_known_labels(self, known_labels: Tensor, num_nodes: int) -> None:
+        if self.label_encoder is None:
+            raise GraphInputError(
+                "known_labels given, but this model was built without label_inputs and "
+                "would ignore them: build it with NodeModelConfig(label_inputs=True)"
+            )
+        if known_labels.shape != (num_nodes,):
+            raise GraphInputError(
+                f"known_labels must have shape [{num_nodes}], got {list(known_labels.shape)}"
+            )
+        low, high = int(known_labels.min()), int(known_labels.max())
+        if low < -1 or high >= self.config.num_classes:
+            raise GraphInputError(
+                f"known_labels must be class indices 0..{self.config.num_classes - 1} or -1 "
+                f"(unknown), got values from {low} to {high}"
+            )

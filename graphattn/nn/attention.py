@@ -130,6 +130,8 @@ class GraphSelfAttention(nn.Module):
         _check_choice("attend", attend, ATTEND)
         if isinstance(hops, bool) or not isinstance(hops, int) or hops < 1:
             raise GraphInputError(f"hops must be an int >= 1, got {hops!r}")
+        if not 0 <= dropout < 1:
+            raise GraphInputError(f"dropout must be at least 0 and below 1, got {dropout}")
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.heads = heads

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from graphattn.errors import GraphInputError
 from graphattn.ops.dropout import dropout as drop_elements
 from graphattn.ops.graph import EdgeSet
 from graphattn.ops.segment import NORMALIZERS, segment_normalize, segment_sum
@@ -31,12 +32,23 @@ from graphattn.ops.segment import NORMALIZERS, segment_normalize, segment_sum
 __all__ = [
     "SCORES",
     "check_edge_attention_inputs",
+    "refuse_double_backward",
     "dense_attention",
     "edge_scores",
     "reference_edge_attention",
 ]
 
 SCORES = ("dot", "additive")
+
+
+def refuse_double_backward(kernel: str) -> None:
+    """Called first in a compiled kernel's backward: under ``create_graph=True`` (grad mode
+    on during backward) its hand-written gradient cannot be differentiated again."""
+    if torch.is_grad_enabled():
+        raise GraphInputError(
+            f"the {kernel} attention kernel has first-order gradients only; for gradients "
+            "of gradients (create_graph=True) build the layer with kernel='reference'"
+        )
 
 
 def default_scale(head_dim: int, scale: float | None) -> float:

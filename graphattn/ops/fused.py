@@ -54,7 +54,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from graphattn.ops.attention import check_edge_attention_inputs, default_scale
+from graphattn.ops.attention import (
+    check_edge_attention_inputs,
+    default_scale,
+    refuse_double_backward,
+)
 from graphattn.ops.graph import EdgeSet
 from graphattn.ops.segment import segment_reduce_csr
 
@@ -343,6 +347,7 @@ class _FusedEdgeAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out, grad_lse):
+        refuse_double_backward("fused")
         args = (ctx.saved_tensors, grad_out, grad_lse, ctx.edges, ctx.scale)
         needs = tuple(ctx.needs_input_grad[:5])
         if ctx.backend == "triton":

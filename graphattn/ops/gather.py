@@ -41,7 +41,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from graphattn.ops.attention import check_edge_attention_inputs, default_scale
+from graphattn.ops.attention import (
+    check_edge_attention_inputs,
+    default_scale,
+    refuse_double_backward,
+)
 from graphattn.ops.graph import EdgeSet
 from graphattn.ops.segment import segment_reduce_csr, segment_sum
 
@@ -81,6 +85,7 @@ class _GatherEdgeAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out, grad_alpha):
+        refuse_double_backward("gather")
         q, keys, values, alpha, out = ctx.saved_tensors
         edges, scale = ctx.edges, ctx.scale
         src, dst = edges.edge_index

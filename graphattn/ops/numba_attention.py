@@ -44,7 +44,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from graphattn.ops.attention import check_edge_attention_inputs, default_scale
+from graphattn.ops.attention import (
+    check_edge_attention_inputs,
+    default_scale,
+    refuse_double_backward,
+)
 from graphattn.ops.compiled import DTYPES, jit, numba_available, per_process
 from graphattn.ops.graph import EdgeSet
 
@@ -233,6 +237,7 @@ class _NumbaEdgeAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out, grad_alpha):
+        refuse_double_backward("numba")
         _, by_target, by_source = _loops()
         q, k, v, edge_key, edge_value, out, alpha = ctx.saved_tensors
         edges, dt = ctx.edges, q.dtype
