@@ -1,7 +1,9 @@
 """Label Zachary's karate club from its two leaders, and look at the attention.
 
-Run: python examples/karate_attention.py
+Run: python examples/karate_attention.py [--epochs E]
 """
+
+import argparse
 
 import torch
 
@@ -11,9 +13,16 @@ from graphattn.splits import fixed_train_masks
 from graphattn.train import NodeTrainConfig, train_node_model
 from graphattn.train.nodes import DATASET_DEFAULTS
 
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--epochs", type=int, help="default: karate's tuned number")
+args = parser.parse_args()
+
 data = load_node_dataset("karate")
 train, val, test = fixed_train_masks(data.y, data.default_train_nodes)
-config = NodeTrainConfig(**DATASET_DEFAULTS["karate"])
+settings = dict(DATASET_DEFAULTS["karate"])
+if args.epochs is not None:
+    settings["epochs"] = args.epochs
+config = NodeTrainConfig(**settings)
 metrics = train_node_model(data, {"train": train, "val": val, "test": test}, config)
 print(f"{metrics['test']['correct']}/{metrics['test']['total']} members labelled correctly")
 
