@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import fields
 
 import pytest
@@ -178,3 +179,20 @@ def test_bench_that_measures_nothing_says_so_and_fails(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "(0 measured)" in captured.out
     assert "nothing was measured: CUDA requested but no CUDA device" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--lr", "-1"], "lr must be a finite number, 0 or more, got -1.0"),
+        (["--hidden", "30"], r"hidden must be a positive multiple of heads \(4\), got 30"),
+        (["--ensemble", "0"], "ensemble must be at least 1 model, got 0"),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else None,
+)
+def test_molecule_settings_are_checked_before_the_data_is_read(tmp_path, capsys, flags, message):
+    # the data folder does not exist: reading it first would report the missing file
+    args = ["train", "--dataset", "esol", "--data-dir", str(tmp_path / "nowhere"), *flags]
+    assert main([*args, "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err) and "delaney" not in err

@@ -434,40 +434,47 @@ def _train_molecules(args: argparse.Namespace) -> int:
         load_molecule_dataset,
     )
     from graphattn.featurize.molecule import MoleculeFeaturizer
-    from graphattn.train.molecules import (
-        MoleculeTrainConfig,
-        dataset_train_settings,
-        default_workers,
-        train_molecule_model,
-    )
+    from graphattn.train.molecules import check_train_config, train_molecule_model
 
     _refuse_flags(args, NODE_ONLY_FLAGS, "node")
+    features = {
+        "descriptors": not args.no_descriptors,
+        "contributions": args.atom_contributions,
+        "xtb": args.xtb_energies,
+    }
     if args.csv is not None:
         if not args.target_cols:
             raise SystemExit("graphattn train --csv needs at least one --target-col")
-        featurizer = MoleculeFeaturizer(
-            descriptors=not args.no_descriptors,
-            contributions=args.atom_contributions,
-            xtb=args.xtb_energies,
-        )
-        dataset = MoleculeCSV(
-            args.csv,
-            smiles_col=args.smiles_col or "smiles",
-            target_cols=args.target_cols,
-            featurizer=featurizer,
-        )
-        name = args.csv.name
+        name, featurizer = args.csv.name, MoleculeFeaturizer(**features)
     else:
         name = args.dataset or DEFAULT_DATASET
         if name not in MOLECULE_SETS:
             raise SystemExit(f"unknown data set {name!r}; choose from {MOLECULE_SETS + NODE_SETS}")
-        featurizer = dataset_featurizer(
-            name,
-            descriptors=not args.no_descriptors,
-            contributions=args.atom_contributions,
-            xtb=args.xtb_energies,
-        )
+        featurizer = dataset_featurizer(name, **features)
+    config = _molecule_config(args, name)
+    check_train_config(config)  # before the featurizer reads the data
+    if args.csv is not None:
+        smiles_col, targets = args.smiles_col or "smiles", args.target_cols
+        dataset = MoleculeCSV(args.csv, smiles_col, targets, featurizer=featurizer)
+    else:
         dataset = load_molecule_dataset(name, data_dir=args.data_dir, featurizer=featurizer)
+    metrics = train_molecule_model(
+        dataset, config, run_dir=args.out, dataset_name=name, progress=not args.no_progress
+    )
+    metrics.pop("model")
+    _report(args.out, metrics)
+    return 0
+
+
+def _molecule_config(args: argparse.Namespace, name: str):
+    """The ``MoleculeTrainConfig`` of a molecule run: the data set's tuned settings, with
+    the flags given on top."""
+    from graphattn.train.molecules import (
+        MoleculeTrainConfig,
+        dataset_train_settings,
+        default_workers,
+    )
+
     architecture = _overrides(args, ("hidden", "layers", "heads"))
     if args.init_from is None:  # the data set's default start, if it fits
         settings = dataset_train_settings(name, architecture, args.atom_contributions)
@@ -487,12 +494,7 @@ def _train_molecules(args: argparse.Namespace) -> int:
     config.workers = default_workers(config.ensemble) if args.workers is None else args.workers
     if args.split_fractions:
         config.fractions = tuple(args.split_fractions)
-    metrics = train_molecule_model(
-        dataset, config, run_dir=args.out, dataset_name=name, progress=not args.no_progress
-    )
-    metrics.pop("model")
-    _report(args.out, metrics)
-    return 0
+    return config
 
 
 def _train_nodes(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ import queue
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 from graphattn.bench.machine import usable_cores
 from graphattn.datasets.molecules import describe_row
 from graphattn.errors import GraphInputError
+from graphattn.models.checks import check_architecture
 from graphattn.models.molecule import (
     MoleculeEnsemble,
     MoleculeModel,
@@ -72,6 +73,7 @@ __all__ = [
     "FINE_TUNING_MODEL",
     "MoleculeTrainConfig",
     "TargetScaler",
+    "check_train_config",
     "evaluate_molecules",
     "load_molecule_checkpoint",
     "load_molecule_model",
@@ -225,8 +227,16 @@ def _make_split(dataset, config: MoleculeTrainConfig) -> dict[str, np.ndarray]:
     raise ValueError(f"split must be 'random' or 'scaffold', got {config.split!r}")
 
 
-def _check_config(config: MoleculeTrainConfig) -> None:
-    """Raise :class:`GraphInputError` naming a setting outside its range."""
+def check_train_config(config: MoleculeTrainConfig) -> None:
+    """Raise :class:`GraphInputError` naming a setting outside its range, the model
+    overrides' ``hidden``/``layers``/``heads``/``dropout`` included.
+
+    :func:`train_molecule_model` calls it first; ``graphattn train`` calls it before it
+    reads any data, so that a bad setting does not wait for the featurizer.
+    """
+    architecture = {f.name: f.default for f in fields(MoleculeModelConfig) if f.name in _ARCH}
+    architecture.update({k: v for k, v in config.model.items() if k in _ARCH})
+    check_architecture(**architecture)
     check_training_settings(
         config.epochs, config.lr, config.weight_decay, config.patience, config.seed
     )
@@ -240,6 +250,9 @@ def _check_config(config: MoleculeTrainConfig) -> None:
         raise GraphInputError(f"ensemble must be at least 1 model, got {config.ensemble}")
     if config.workers < 1:
         raise GraphInputError(f"workers must be at least 1, got {config.workers}")
+
+
+_ARCH = ("hidden", "layers", "heads", "dropout")  # MoleculeModelConfig's ranged fields
 
 
 def _check_not_empty(dataset, run_dir: str | Path | None) -> None:
@@ -361,7 +374,7 @@ def train_molecule_model(
         under the extra key ``"model"`` (not written).
     """
     config = config or MoleculeTrainConfig()
-    _check_config(config)
+    check_train_config(config)
     check_run_folder(run_dir)
     device = training_device(config.device)
     seed_everything(config.seed)
