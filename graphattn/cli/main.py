@@ -718,6 +718,7 @@ def _labels(
     """``[n, T]`` labels in the model's target order (NaN: not given or not evaluated),
     and the cells that are not numbers (or, for a classifier, not 0 or 1), which are
     read as missing."""
+    from graphattn.datasets.molecules import parse_target
 
     labels = np.full((len(rows), len(targets)), np.nan)
     cells = [
@@ -728,20 +729,13 @@ def _labels(
         for slot, at, column in cells:
             text = fields[at] if len(fields) == len(header) else ""
             try:
-                labels[i, slot] = _label(text, column, task)
+                value = parse_target(text, column)
+                if task == "classification" and not (np.isnan(value) or value in (0.0, 1.0)):
+                    raise ValueError(f"class label {column!r} must be 0 or 1: {text.strip()!r}")
+                labels[i, slot] = value
             except ValueError as err:
                 bad.append({"row": i, "column": column, "value": text, "reason": str(err)})
     return labels, bad
-
-
-def _label(text: str, column: str, task: str) -> float:
-    """One label cell as :func:`parse_target` reads it; a classifier's must be 0 or 1."""
-    from graphattn.datasets.molecules import parse_target
-
-    value = parse_target(text, column)
-    if task == "classification" and value not in (0.0, 1.0) and not np.isnan(value):
-        raise ValueError(f"class label {column!r} must be 0 or 1: {text.strip()!r}")
-    return value
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+import torch
 from torch import Tensor, nn
 
 from graphattn.errors import GraphInputError
@@ -144,7 +145,9 @@ class NodeClassifier(nn.Module):
             raise GraphInputError(
                 f"known_labels must have shape [{num_nodes}], got {list(known_labels.shape)}"
             )
-        low, high = int(known_labels.min()), int(known_labels.max())
+        if known_labels.numel() == 0:
+            return
+        low, high = torch.stack(torch.aminmax(known_labels)).tolist()  # one read, not two
         if low < -1 or high >= self.config.num_classes:
             raise GraphInputError(
                 f"known_labels must be class indices 0..{self.config.num_classes - 1} or -1 "

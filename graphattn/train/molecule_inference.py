@@ -146,13 +146,15 @@ def load_molecule_checkpoint(run_dir: str | Path) -> dict:
 
 
 def load_molecule_model(
-    run_dir: str | Path, device: str | torch.device = "cpu"
+    run_dir: str | Path, device: str | torch.device = "cpu", mode: str | None = None
 ) -> tuple[MoleculeModel | MoleculeEnsemble, dict]:
     """Rebuild a trained model from a run folder: ``(model in eval mode, checkpoint meta)``.
 
     Args:
         run_dir: a run folder made by :func:`train_molecule_model` (or its ``model.pt``).
         device: where to put the model (``"cpu"``, ``"cuda"``, ``"auto"``).
+        mode: attention mode (``"sparse"``, ``"dense"``, ``"auto"``) instead of the one
+            the model was trained with; the weights are the same in every mode.
     """
     checkpoint = load_molecule_checkpoint(run_dir)
     config = MoleculeModelConfig.from_dict(checkpoint["model_config"])
@@ -163,6 +165,8 @@ def load_molecule_model(
         else MoleculeEnsemble([MoleculeModel(config) for _ in range(size)])
     )
     model.load_state_dict(checkpoint["state_dict"])
+    if mode is not None:
+        model.set_mode(mode)
     return model.to(training_device(device)).eval(), checkpoint
 
 
@@ -197,9 +201,7 @@ def predict_molecules(
         ``errors[i] == ""`` for rows that were predicted; with ``return_std``, also
         ``std [n, T]`` (NaN for unparsable rows, and everywhere for a single model).
     """
-    model, meta = load_molecule_model(run_dir, device)
-    if mode is not None:
-        model.set_mode(mode)
+    model, meta = load_molecule_model(run_dir, device, mode)
     preds, errors, stds = _predict_smiles(model, meta, smiles, batch_size, progress)
     return (preds, errors, stds) if return_std else (preds, errors)
 
@@ -266,9 +268,7 @@ def evaluate_molecules(
     A regression ensemble also gets ``ensemble_spread``
     (:func:`~graphattn.train.metrics.spread_metrics`).
     """
-    model, meta = load_molecule_model(run_dir, device)
-    if mode is not None:
-        model.set_mode(mode)
+    model, meta = load_molecule_model(run_dir, device, mode)
     names = list(meta["target_cols"])
     targets = np.asarray(targets, dtype=float)
     if targets.ndim != 2 or targets.shape != (len(smiles), len(names)):
