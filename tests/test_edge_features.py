@@ -73,6 +73,38 @@ def test_gradient_reaches_raw_features_that_need_one() -> None:
     torch.testing.assert_close(g_lazy, g_plain, atol=1e-10, rtol=1e-10)
 
 
+def test_gradient_reaches_raw_features_after_a_pass_without_one() -> None:
+    # an inference pass caches the prepared inputs; once raw needs a gradient (e.g. to
+    # attribute a prediction to bond features) the cached copy must not be served
+    x, edge_index, batch, raw, encoder = inputs()
+    layer = GraphSelfAttention(CHANNELS, CHANNELS, heads=2, edge_dim=CHANNELS).double()
+    with torch.no_grad():
+        layer(x, edge_index, LinearEdgeEncoding(raw, encoder), batch)
+    raw.requires_grad_(True)
+    (g_lazy,) = torch.autograd.grad(
+        layer(x, edge_index, LinearEdgeEncoding(raw, encoder), batch).sum(), raw
+    )
+    (g_plain,) = torch.autograd.grad(layer(x, edge_index, encoder(raw), batch).sum(), raw)
+    torch.testing.assert_close(g_lazy, g_plain, atol=1e-10, rtol=1e-10)
+    assert g_plain.abs().sum() > 0
+
+
+def test_molecule_model_bond_gradients_after_a_prediction() -> None:
+    featurizer = MoleculeFeaturizer()
+    batch = Batch.from_data_list([featurizer(s) for s in ("CCO", "c1ccccc1N")])
+    torch.manual_seed(0)
+    model = MoleculeModel(
+        MoleculeModelConfig(atom_dim=featurizer.atom_dim, bond_dim=featurizer.bond_dim)
+    ).eval()
+    with torch.no_grad():
+        before = model(batch)
+    batch.edge_attr.requires_grad_(True)
+    after = model(batch)
+    torch.testing.assert_close(after.detach(), before)
+    (grad,) = torch.autograd.grad(after.sum(), batch.edge_attr)
+    assert grad.abs().sum() > 0
+
+
 def test_prepared_inputs_are_built_once_per_graph_and_follow_in_place_changes() -> None:
     x, edge_index, batch, raw, encoder = inputs()
     layer = GraphSelfAttention(CHANNELS, CHANNELS, heads=2, edge_dim=CHANNELS).double()

@@ -90,13 +90,17 @@ class LinearEdgeEncoding:
         once per graph (not for raw features that need a gradient: the cached tensor
         would carry one step's autograd graph into the next).
         """
+        # The lookup checks requires_grad too: a tensor cached while raw needed no
+        # gradient would cut raw off from autograd once it does (requires_grad_() does
+        # not change raw._version).
+        cacheable = not self.raw.requires_grad
         stamp = (self.raw._version, dtype)
         hit = edges.cache.get(_CACHE_SLOT)
-        if hit is not None and hit[0] is self.raw and hit[1] == stamp:
+        if cacheable and hit is not None and hit[0] is self.raw and hit[1] == stamp:
             return hit[2]
         indicator = (edges.input_count > 0).to(dtype).unsqueeze(1)
         merged = edges.merge_edge_features(self.raw.to(dtype))
         inputs = torch.cat([merged, indicator, torch.ones_like(indicator)], dim=1)
-        if not self.raw.requires_grad:
+        if cacheable:
             edges.cache[_CACHE_SLOT] = (self.raw, stamp, inputs)
         return inputs
