@@ -576,3 +576,28 @@ def test_gradients_of_gradients_name_the_kernel_that_supports_them(kernel):
     reference = GraphSelfAttention(3, 4, heads=2, kernel="reference").double()
     reference.load_state_dict(layer.state_dict())
     assert torch.autograd.gradgradcheck(lambda a: reference(a, edge_index), (x,))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [dict(kernel="reference"), dict(kernel="gather"), dict(kernel="fused"), dict(mode="dense")],
+    ids=["reference", "gather", "fused", "dense"],
+)
+def test_float16_scores_that_fit_do_not_overflow(options):
+    # |q . k| reaches ~1e5 (> float16's 65,504) while the scaled scores stay below 5e4:
+    # every kernel must scale before the product, as the fused kernel (float32) does.
+    torch.manual_seed(0)
+    x = torch.randn(5, 8) * 120
+    edge_index = torch.tensor([[0, 1, 2, 3, 4, 0], [1, 2, 3, 4, 0, 2]])
+    layer = GraphSelfAttention(8, 8, heads=1, bias=False, **options)
+    with torch.no_grad():
+        for lin in (layer.lin_query, layer.lin_key, layer.lin_value, layer.lin_out):
+            lin.weight.copy_(torch.eye(8))
+        q = x
+        scores = (q[edge_index[1]] * q[edge_index[0]]).sum(-1)
+    assert scores.abs().max() > 65504 > scores.abs().max() / 8**0.5
+    with torch.no_grad():
+        out, (_, alpha) = layer.half()(x.half(), edge_index, return_attention=True)
+        want = layer.float()(x, edge_index)
+    assert torch.isfinite(out).all() and torch.isfinite(alpha).all()
+    torch.testing.assert_close(out.float(), want, atol=0.01 * float(want.abs().max()), rtol=0)

@@ -193,6 +193,23 @@ def test_bfloat16_inputs_on_cpu() -> None:
     assert q.grad.dtype == torch.bfloat16
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("needs_grad", [True, False], ids=["grad", "no_grad"])
+def test_half_precision_weights_sum_to_one(dtype: torch.dtype, needs_grad: bool) -> None:
+    # Scores up to about 20: computed in half precision, they are off by up to ~0.1 and
+    # the weights (exp(score - lse)) of a node summed to 1 +- 0.7.
+    edges = random_graph(60, 600)
+    torch.manual_seed(0)
+    q, k = (3 * torch.randn(60, 2, 16, dtype=dtype) for _ in range(2))
+    q.requires_grad_(needs_grad)
+    _, lse = fused_edge_attention(q, k, k, edges)
+    alpha = edge_attention_weights(q, k, edges, lse)
+    assert alpha.dtype == dtype
+    sums = torch.zeros(60, 2).index_add_(0, edges.edge_index[1], alpha.float())
+    has_edges = edges.rowptr.diff() > 0
+    torch.testing.assert_close(sums[has_edges], torch.ones_like(sums[has_edges]), atol=1e-2, rtol=0)
+
+
 def test_saves_no_edge_sized_tensors() -> None:
     """Only node-sized tensors (and the edge inputs themselves) are kept for backward."""
     edges = random_graph(30, 200)

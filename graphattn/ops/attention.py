@@ -147,6 +147,10 @@ def reference_edge_attention(
     if edge_key is not None:
         keys = keys + edge_key
     scale = default_scale(q.size(-1), scale)
+    if score == "dot":
+        # Scale the queries, not the scores: in float16 (max 65,504) an unscaled q . k
+        # can overflow to inf, and the softmax to NaN, where the scaled score fits.
+        q, scale = q * scale, 1.0
     scores = edge_scores(q.index_select(0, dst), keys, scale, score, score_vector)
     if score_bias is not None:
         scores = scores + score_bias
@@ -241,9 +245,10 @@ def dense_attention(
         return out.masked_fill(~row_has_key, 0.0), None
 
     if score == "dot":
-        scores = q @ k.transpose(-1, -2) * scale
+        q = q * scale  # before the product, as in reference_edge_attention (float16)
+        scores = q @ k.transpose(-1, -2)
         if edge_key is not None:
-            scores = scores + torch.einsum("bhid,bhijd->bhij", q, edge_key) * scale
+            scores = scores + torch.einsum("bhid,bhijd->bhij", q, edge_key)
     else:
         keys = k.unsqueeze(2) if edge_key is None else k.unsqueeze(2) + edge_key
         scores = _additive_dense(q, keys, score_vector)

@@ -421,9 +421,14 @@ def edge_attention_weights(
     inputs = (q, k, lse, edge_key)
     needs_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in inputs)
     if needs_grad or q.device.type != "cpu":
-        keys = k[src] if edge_key is None else k[src] + edge_key
-        scores = scale * torch.linalg.vecdot(q[dst], keys)
-        return (scores.to(lse.dtype) - lse[dst]).exp().to(q.dtype)
+        # Scores in lse's dtype (float32 for half inputs), as the kernel computed them:
+        # half-precision scores minus a float32 lse leave weights that sum far from 1.
+        wide = lse.dtype
+        keys = k[src].to(wide)
+        if edge_key is not None:
+            keys = keys + edge_key.to(wide)
+        scores = torch.linalg.vecdot(q[dst].to(wide) * scale, keys)
+        return (scores - lse[dst]).exp().to(q.dtype)
     dtype, heads = _compute_dtype(q.dtype), q.size(1)
     cast = [None if t is None else t.to(dtype) for t in (q, k, lse, edge_key)]
     ops = _HeadOps(_graph_csr(edges), cast[0], edge_scratch=0)

@@ -74,8 +74,9 @@ class _GatherEdgeAttention(torch.autograd.Function):
         values = _on_edges(v, src, edge_value)
         # One [E, H, D] buffer for both products: at molecule size a fresh [E, H, D]
         # tensor costs more in first-touch page faults than its arithmetic.
-        work = q.index_select(0, dst)
-        scores = work.mul_(keys).sum(-1).mul_(scale)
+        # q is scaled before the product, as in reference_edge_attention (float16)
+        work = (q * scale).index_select(0, dst)
+        scores = work.mul_(keys).sum(-1)
         alpha = _softmax(scores, edges)
         out = segment_sum(torch.mul(alpha.unsqueeze(-1), values, out=work), dst, q.size(0))
         ctx.save_for_backward(q, keys, values, alpha, out)
