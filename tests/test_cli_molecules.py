@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -387,3 +388,34 @@ def test_the_python_api_reports_bad_entries_per_row(two_target_run):
         predict_molecules(two_target_run, "CCO")
     result = evaluate_molecules(two_target_run, ["CCO", "CCCO"], [[1.0, 10.0], [2.0, 20.0]])
     assert result["num_failed"] == 0 and result["metrics"]["rmse"] > 0
+
+
+def test_predict_warns_of_rows_that_span_lines_and_skips_blank_ones(
+    two_target_run, tmp_path, caplog
+):
+    # an unclosed quote on line 3 runs on to line 5: one output row for three input lines
+    text = 'id,smiles\n1,CCO\n"2,CCN\n3,CO\n4",CC\n   \n5,CCC\n'
+    with caplog.at_level(logging.WARNING):
+        rows = predict_csv(two_target_run, tmp_path, text)
+    assert [r["id"] for r in rows] == ["1", "2,CCN\n3,CO\n4", "5"]
+    assert "1 row(s) hold a line break inside a quoted field (first: the row on lines 3-5)" in (
+        caplog.text
+    )
+
+
+def test_predict_names_the_line_of_a_field_over_the_csv_limit(two_target_run, tmp_path, capsys):
+    source = tmp_path / "in.csv"
+    source.write_text('smiles,note\nCCO,"' + "a" * 200_000 + "\n")
+    code = main(
+        [
+            "predict",
+            "--model",
+            str(two_target_run),
+            "--csv",
+            str(source),
+            "--out",
+            str(tmp_path / "o.csv"),
+        ]
+    )
+    assert code == 2
+    assert "in.csv, line 2: not valid CSV (field larger than" in capsys.readouterr().err

@@ -276,7 +276,8 @@ def test_parse_target_reads_empty_and_nan_as_missing(text) -> None:
 @pytest.mark.parametrize(
     ("text", "problem"),
     [("1_000", "not a number"), ("0x10", "not a number"), ("high", "not a number"),
-     ("inf", "not finite"), ("-Infinity", "not finite"), ("1e999", "not finite")],
+     ("inf", "not finite"), ("-Infinity", "not finite"), ("1e999", "not finite"),
+     ("-3.5e38", r"beyond float32's range \(3.4e38\)")],
 )  # fmt: skip
 def test_parse_target_refuses_what_float_would_stretch(text, problem) -> None:
     with pytest.raises(ValueError, match=f"target 'y' is {problem}: '{text}'"):
@@ -287,3 +288,43 @@ def test_a_target_column_named_twice_is_refused(tmp_path) -> None:
     path = write(tmp_path, "smiles,y\nCCO,1\n")
     with pytest.raises(GraphInputError, match=r"target column\(s\) \['y'\] named more than once"):
         MoleculeCSV(path, target_cols=["y", "y"])
+
+
+def test_targets_beyond_float32_are_skipped_not_stored_as_inf(tmp_path) -> None:
+    path = write(tmp_path, "smiles,y\nCCO,-3.5e38\nCCN,1e-46\nCCC,2.5\n")
+    data = MoleculeCSV(path, target_cols=["y"])
+    assert data.rows == [1, 2] and torch.isfinite(data.targets).all()
+    assert [s.row for s in data.skipped] == [0]
+
+
+def test_an_unclosed_quote_is_reported_not_silently_merged(tmp_path, caplog) -> None:
+    # the quote opened on line 3 closes on line 6: three rows become one name cell
+    text = (
+        'name,smiles,y\nethanol,CCO,1\n"dimethylamine,CN(C)C,2\nmethanol,CO,3\n'
+        'propanol,CCCO,4\n"x",CC,5\nbutane,CCCC,6\n'
+    )
+    with caplog.at_level(logging.WARNING):
+        data = MoleculeCSV(write(tmp_path, text), target_cols=["y"])
+    assert data.num_rows_read == 3
+    assert "1 row(s) hold a line break inside a quoted field (first: the row on lines 3-6)" in (
+        caplog.text
+    )
+
+
+def test_a_quoted_line_break_in_a_name_is_read_and_reported(tmp_path, caplog) -> None:
+    text = 'name,smiles,y\n"two\nlines",CCO,1\nplain,CC,2\n'
+    with caplog.at_level(logging.WARNING):
+        data = MoleculeCSV(write(tmp_path, text), target_cols=["y"])
+    assert data.smiles == ["CCO", "CC"] and data.rows == [0, 1]
+    assert "lines 2-3" in caplog.text
+
+
+def test_whitespace_only_lines_are_blank_lines_not_rows(tmp_path) -> None:
+    data = MoleculeCSV(write(tmp_path, "smiles,y\nCCO,1\n   \n\t\nCC,2\n"), target_cols=["y"])
+    assert data.num_rows_read == 2 and not data.skipped and data.rows == [0, 1]
+
+
+def test_a_field_over_the_csv_limit_names_file_and_line(tmp_path) -> None:
+    path = write(tmp_path, 'smiles,y,note\nCCO,1,x\nCC,2,"' + "a" * 200_000 + '"\n')
+    with pytest.raises(GraphInputError, match=r"line 3: not valid CSV \(field larger than"):
+        MoleculeCSV(path, target_cols=["y"])

@@ -622,3 +622,28 @@ def test_a_text_column_names_the_feature_columns_it_leaves_unread(tmp_path, capl
     assert "only the text column 'name' becomes features; columns ['age'] are not read" in (
         caplog.text
     )
+
+
+def test_an_unclosed_quote_in_a_label_file_is_reported(tmp_path, caplog):
+    path = write(tmp_path, "t.csv", 'id,name,kind\n0,a,x\n1,"Beta Show,y\n2,c,x\n3,d",y\n4,e,x\n')
+    with caplog.at_level(logging.WARNING):
+        labels = read_labels(path, id_col="id", label_col="kind")
+    assert labels == {"0": "x", "1": "y", "4": "x"}  # 2 and 3 went into 1's name
+    assert "1 row(s) hold a line break inside a quoted field (first: the row on lines 3-5)" in (
+        caplog.text
+    )
+
+
+def test_unicode_line_separators_inside_a_field_do_not_end_the_line(tmp_path):
+    # U+2028, NEL and a form feed: str.splitlines() broke lines at them
+    path = write(tmp_path, "t.csv", "id,name,kind\n0,Alpha\u2028Beta,x\n1,Gamma\x85\x0c,y\n2,c,x\n")
+    assert read_labels(path, id_col="id", label_col="kind") == {"0": "x", "1": "y", "2": "x"}
+    repeated = write(tmp_path, "r.csv", "id,name,kind\n0,a\u2028b,x\n1,c,y\n1,d,x\n")
+    with pytest.raises(GraphInputError, match=r"node '1': 'y' \(line 3\) and 'x' \(line 4\)"):
+        read_labels(repeated, id_col="id", label_col="kind")
+
+
+def test_a_field_over_the_csv_limit_names_the_line(tmp_path):
+    path = write(tmp_path, "t.csv", 'id,name,kind\n0,a,x\n1,"' + "b" * 200_000 + '",y\n')
+    with pytest.raises(GraphInputError, match=r"t.csv, line 3: not valid CSV \(field larger"):
+        read_labels(path, id_col="id", label_col="kind")

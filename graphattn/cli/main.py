@@ -525,15 +525,12 @@ def _report(run_dir: Path, metrics: dict) -> None:
 def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
     """Header (names stripped) and rows of a CSV file, read as ``train`` reads it: UTF-8
     with or without a byte-order mark; blank lines are not rows."""
-    from graphattn.errors import GraphInputError, not_utf8_error
+    from graphattn.datasets.csv_file import CsvRows
+    from graphattn.errors import GraphInputError
 
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as handle:
-            reader = csv.reader(handle)
-            header = [name.strip() for name in next(reader, [])]
-            rows = [fields for fields in reader if fields]
-    except UnicodeDecodeError as err:
-        raise not_utf8_error(path, err) from err
+    with CsvRows(path) as table:
+        rows = list(table)
+    header = [name.strip() for name in rows.pop(0)] if rows else []
     if not header:
         raise GraphInputError(f"{path}: empty file, expected a header row")
     return header, rows

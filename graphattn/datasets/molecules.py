@@ -33,8 +33,9 @@ from rdkit import Chem, RDConfig, rdBase
 from torch.utils.data import Dataset
 from torch_geometric.data import Data
 
+from graphattn.datasets.csv_file import CsvRows
 from graphattn.datasets.files import resolve_file, sha256sum
-from graphattn.errors import GraphInputError, not_utf8_error
+from graphattn.errors import GraphInputError
 from graphattn.featurize.molecule import (
     FeaturizationError,
     MoleculeFeaturizer,
@@ -230,6 +231,9 @@ def _as_text(molecule: str | Chem.Mol) -> str:
 _NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
+_FLOAT32_MAX = float(torch.finfo(torch.float32).max)
+
+
 def parse_target(text: str | None, column: str) -> float:
     """A target cell as a float: empty or ``nan`` (any case) means missing (``NaN``).
 
@@ -247,6 +251,8 @@ def parse_target(text: str | None, column: str) -> float:
     value = float(text)
     if math.isinf(value):  # 1e999
         raise ValueError(f"target {column!r} is not finite: {text!r}")
+    if abs(value) > _FLOAT32_MAX:  # targets are stored as float32, where it is inf
+        raise ValueError(f"target {column!r} is beyond float32's range (3.4e38): {text!r}")
     return value
 
 
@@ -314,21 +320,16 @@ class MoleculeCSV(MoleculeDataset):
     ) -> None:
         self.path = Path(path)
         targets = _target_list(target_cols)
-        try:
-            with open(self.path, newline="", encoding="utf-8-sig") as handle:
-                lines = (line for line in handle if not (comment and line.startswith(comment)))
-                reader = csv.reader(lines)
-                header = list(fieldnames) if fieldnames is not None else next(reader, None)
-                if header is None:
-                    raise GraphInputError(f"{self.path}: empty file, expected a header row")
-                columns = [column_index(header, col, self.path) for col in [smiles_col, *targets]]
-                rows = (fields for fields in reader if fields)  # blank lines are not rows
-                records = _csv_records(rows, header, columns, targets, limit)
-                if featurizer is None:
-                    featurizer = MoleculeFeaturizer(descriptors=True)
-                super().__init__(records, targets, featurizer, name or self.path.name)
-        except UnicodeDecodeError as err:
-            raise not_utf8_error(self.path, err) from err
+        with CsvRows(self.path, comment) as table:
+            rows = iter(table)
+            header = list(fieldnames) if fieldnames is not None else next(rows, None)
+            if header is None:
+                raise GraphInputError(f"{self.path}: empty file, expected a header row")
+            columns = [column_index(header, col, self.path) for col in [smiles_col, *targets]]
+            records = _csv_records(rows, header, columns, targets, limit)
+            if featurizer is None:
+                featurizer = MoleculeFeaturizer(descriptors=True)
+            super().__init__(records, targets, featurizer, name or self.path.name)
 
 
 def _csv_records(

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from graphattn.datasets.csv_file import not_csv_error, warn_multiline_rows
 from graphattn.errors import GraphInputError, not_utf8_error
 
 __all__ = [
@@ -46,6 +47,7 @@ KNOWN_COLUMNS = frozenset(
      "destination", "from", "to", "id_1", "id_2", "id1", "id2", "node1", "node2",
      "node_1", "node_2", "source_id", "target_id")
 )  # fmt: skip
+_LINE_END = re.compile(r"\r\n|\r|\n")
 _CANONICAL_INT = re.compile(r"-?(0|[1-9][0-9]*)\Z")
 _DIGITS = re.compile(r"[0-9]+")
 
@@ -91,12 +93,14 @@ def _open_rows(path: Path, delimiter: str | None) -> tuple[list[tuple[int, list[
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as err:
         raise not_utf8_error(path, err) from err
-    lines = text.splitlines()
+    # Lines end at \n, \r\n or \r only: str.splitlines() also breaks at U+2028, form
+    # feeds and other characters that scraped page names hold.
+    lines = _LINE_END.split(text.removesuffix("\n").removesuffix("\r"))
     if delimiter is None:
         delimiter = _sniff_delimiter(lines)
     if delimiter in (WHITESPACE, " "):
         return [(n, ln.split()) for n, ln in enumerate(lines, 1) if _is_data(ln)], WHITESPACE
-    rows = _csv_rows(lines, delimiter)
+    rows = _csv_rows(path, lines, delimiter)
     if any(c in text for c in " \t"):
         rows = [(n, [f.strip() for f in fields]) for n, fields in rows]
     return _drop_empty_rows(path, rows), delimiter
@@ -119,13 +123,14 @@ class _RecordLines:
     def __init__(self, lines: list[str]) -> None:
         self._numbered = enumerate(lines, 1)
         self.at_record_start = True
-        self.start_line = 0
+        self.start_line = self.line = 0
 
     def __iter__(self) -> _RecordLines:
         return self
 
     def __next__(self) -> str:
         for number, line in self._numbered:
+            self.line = number
             if not self.at_record_start:
                 return line
             if _is_data(line):
@@ -134,17 +139,24 @@ class _RecordLines:
         raise StopIteration
 
 
-def _csv_rows(lines: list[str], delimiter: str) -> list[tuple[int, list[str]]]:
+def _csv_rows(path: Path, lines: list[str], delimiter: str) -> list[tuple[int, list[str]]]:
     """Parse the data lines as CSV, numbering each record by the line it starts on."""
     if not any('"' in line for line in lines):  # no quoted field: a record is a line
         numbers = [n for n, line in enumerate(lines, 1) if _is_data(line)]
         records = csv.reader([lines[n - 1] for n in numbers], delimiter=delimiter)
         return list(zip(numbers, records, strict=True))
     feed = _RecordLines(lines)
-    numbered = []
-    for fields in csv.reader(feed, delimiter=delimiter):
-        numbered.append((feed.start_line, fields))
-        feed.at_record_start = True
+    numbered, spanning = [], []
+    try:
+        for fields in csv.reader(feed, delimiter=delimiter):
+            numbered.append((feed.start_line, fields))
+            if feed.line > feed.start_line:
+                spanning.append((feed.start_line, feed.line))
+            feed.at_record_start = True
+    except csv.Error as err:
+        raise not_csv_error(path, feed.line, err) from err
+    if spanning:
+        warn_multiline_rows(path, len(spanning), *spanning[0])
     return numbered
 
 
