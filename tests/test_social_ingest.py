@@ -647,3 +647,16 @@ def test_a_field_over_the_csv_limit_names_the_line(tmp_path):
     path = write(tmp_path, "t.csv", 'id,name,kind\n0,a,x\n1,"' + "b" * 200_000 + '",y\n')
     with pytest.raises(GraphInputError, match=r"t.csv, line 3: not valid CSV \(field larger"):
         read_labels(path, id_col="id", label_col="kind")
+
+
+def test_labels_whose_ids_match_no_edge_list_node_are_an_error(tmp_path):
+    # a pandas float export writes the ids 100, 101, 102 as 100.0, 101.0, 102.0
+    edges = write(tmp_path, "e.csv", "100,101\n101,102\n")
+    labels = write(tmp_path, "l.csv", "100.0,a\n101.0,b\n102.0,a\n")
+    message = r"none of its 3 labelled node ids is a node of the edge list .*'100.0', '101.0'"
+    with pytest.raises(GraphInputError, match=message):
+        load_node_graph(edges, labels=labels)
+    with pytest.raises(GraphInputError, match=r"the label dict: .*\['100', '101'\]"):
+        load_node_graph(edges, labels={100.0: "a", 101.0: "b"})
+    partial = write(tmp_path, "p.csv", "100,a\n7,b\n")  # one id in the edge list is enough
+    assert load_node_graph(edges, labels=partial).y.tolist() == [1, 0, -1, -1]  # 7 first

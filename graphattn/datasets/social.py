@@ -557,6 +557,7 @@ def load_node_graph(
     rows = _read_edge_rows(edges, delimiter, has_header)
     text_in_labels = text_col if features is None else None
     label_map = _label_map(labels, id_col, label_col, text_in_labels, layout)
+    _check_labels_meet_edges(rows, label_map, labels)
     table = _node_table(features, labels, id_col, text_col, feature_cols, layout)
     node_ids = _all_node_ids(rows, label_map, table)
     edge_index, report = _edges_to_index(rows, node_ids, directed)
@@ -598,6 +599,22 @@ def _label_map(
     if isinstance(labels, Mapping):
         return {str(k): str(v) for k, v in labels.items() if not is_missing_label(v)}
     return _read_labels(labels, id_col, label_col, layout.delimiter, layout.has_header, text_col)
+
+
+def _check_labels_meet_edges(
+    rows: _EdgeRows, label_map: Mapping[str, str], labels: PathLike | Mapping
+) -> None:
+    """Raise when not one labelled node is in the edge list: the two files write the ids
+    differently (``100`` and ``100.0``), and every labelled node would be isolated."""
+    in_edges = set(rows.src) | set(rows.dst)
+    if not label_map or not in_edges or not in_edges.isdisjoint(label_map):
+        return
+    source = "the label dict" if isinstance(labels, Mapping) else str(labels)
+    raise GraphInputError(
+        f"{source}: none of its {len(label_map)} labelled node ids is a node of the edge "
+        f"list {rows.path} (ids are matched as text: labels have {list(label_map)[:2]}, "
+        f"the edge list {sorted(in_edges)[:2]}); write the ids the same way in both"
+    )
 
 
 def _node_table(
