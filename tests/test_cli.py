@@ -96,6 +96,12 @@ def test_molecule_training_refuses_labels_per_class(tmp_path):
             "--data-dir is for the named data sets; --csv reads the file it names",
         ),
         (["--edges", "e.txt", "--data-dir", "d"], "--edges reads the file it names"),
+        (["--data-dir", "d"], "nci-tpsa ships with RDKit and reads no file"),
+        (
+            ["--dataset", "karate", "--data-dir", "d"],
+            "--data-dir is for the data sets read from files (esol, freesolv, facebook-pages)"
+            "; karate ships with networkx",
+        ),
         (["--edges", "e.txt"], "--edges needs --labels, a file of node labels"),
     ],
     ids=lambda value: " ".join(value) if isinstance(value, list) else None,

@@ -6,8 +6,11 @@ from __future__ import annotations
 import hashlib
 import http.client
 import io
+import os
+import stat
 import urllib.error
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -117,3 +120,59 @@ def test_a_failed_move_leaves_no_temporary_file(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="No space"):
         files._atomic_write(tmp_path / "toy.csv", DATA)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_home_folders_are_expanded_and_an_empty_cache_setting_is_ignored(
+    toy, tmp_path, monkeypatch
+):
+    serve(monkeypatch, error=AssertionError("no download when a local copy exists"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "toy.csv").write_bytes(DATA)
+    assert resolve_file("toy", "toy.csv", "~/data") == tmp_path / "data" / "toy.csv"
+    monkeypatch.setenv("GRAPHATTN_DATA", "~/data")
+    assert resolve_file("toy", "toy.csv") == tmp_path / "data" / "toy.csv"
+    monkeypatch.setenv("GRAPHATTN_CACHE", "~/cache")
+    assert files.cache_dir() == tmp_path / "cache"
+    monkeypatch.setenv("GRAPHATTN_CACHE", "")
+    assert files.cache_dir() == Path.cwd() / "datasets" / "cache"
+
+
+def test_downloaded_files_follow_the_umask_not_mkstemps_0600(toy, monkeypatch):
+    serve(monkeypatch, body=DATA)
+    old = os.umask(0o022)
+    try:
+        path = resolve_file("toy", "toy.csv")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_a_folder_in_place_of_the_file_is_named(toy, tmp_path, monkeypatch):
+    serve(monkeypatch, error=AssertionError("no download"))
+    (tmp_path / "data" / "toy" / "toy.csv").mkdir(parents=True)
+    with pytest.raises(DatasetUnavailableError, match=r"toy/toy.csv is a folder; the file"):
+        resolve_file("toy", "toy.csv", tmp_path / "data")
+
+
+def test_a_cache_that_cannot_be_written_is_not_called_a_failed_download(toy, monkeypatch):
+    serve(monkeypatch, body=DATA)
+    toy.parent.mkdir(parents=True)
+    toy.write_text("a file where the cache folder should be")
+    with pytest.raises(OSError, match=r"downloaded, but could not write to the cache .*toy"):
+        resolve_file("toy", "toy.csv")
+
+
+def test_an_archive_member_missing_offline_names_the_member_and_the_other_files(toy, monkeypatch):
+    card = DatasetCard(
+        name="toy",
+        url="https://example.org/toy.zip",
+        files={"edges.csv": SHA, "labels.csv": SHA},
+        archive_member={"edges.csv": "toy/edges.csv", "labels.csv": "toy/labels.csv"},
+    )
+    monkeypatch.setitem(files.CARDS, "toy", card)
+    serve(monkeypatch, error=urllib.error.URLError("offline"))
+    with pytest.raises(DatasetUnavailableError) as info:
+        resolve_file("toy", "edges.csv")
+    assert "Put edges.csv (from toy/edges.csv in https://example.org/toy.zip" in str(info.value)
+    assert str(info.value).endswith("The data set needs labels.csv there too.")

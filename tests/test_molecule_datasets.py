@@ -328,3 +328,9 @@ def test_a_field_over_the_csv_limit_names_file_and_line(tmp_path) -> None:
     path = write(tmp_path, 'smiles,y,note\nCCO,1,x\nCC,2,"' + "a" * 200_000 + '"\n')
     with pytest.raises(GraphInputError, match=r"line 3: not valid CSV \(field larger than"):
         MoleculeCSV(path, target_cols=["y"])
+
+
+def test_a_semicolon_separated_file_gets_a_hint(tmp_path) -> None:
+    path = write(tmp_path, "smiles;y\nCCO;1\n")
+    with pytest.raises(GraphInputError, match=r"\['smiles;y'\] \(one column: .* is it ';', tab"):
+        MoleculeCSV(path, target_cols=["y"])

@@ -23,6 +23,8 @@ from graphattn.bench.cases import SUITES
 DEFAULT_DATASET = "nci-tpsa"
 MOLECULE_SETS = ("esol", "freesolv", "nci-tpsa")
 NODE_SETS = ("karate", "facebook-pages")
+FILE_SETS = ("esol", "freesolv", "facebook-pages")  # read from --data-dir or downloaded
+EMBEDDED_SETS = {"nci-tpsa": "RDKit", "karate": "networkx"}
 DELIMITERS = ("comma", "tab", "semicolon", "whitespace")  # train.nodes.CLI_DELIMITERS
 HEADERS = ("auto", "yes", "no")
 NODE_FILE_FLAGS = ("labels", "features", "text_col", "label_col", "delimiter", "header")
@@ -401,6 +403,12 @@ def _check_train_sources(parser: argparse.ArgumentParser, args: argparse.Namespa
                 parser.error(f"{_flag(name)} needs {source}")
     if args.data_dir is not None and given and given[0] != "--dataset":
         parser.error(f"--data-dir is for the named data sets; {given[0]} reads the file it names")
+    if args.data_dir is not None and (not given or args.dataset in EMBEDDED_SETS):
+        name = args.dataset or DEFAULT_DATASET
+        parser.error(
+            f"--data-dir is for the data sets read from files ({', '.join(FILE_SETS)}); "
+            f"{name} ships with {EMBEDDED_SETS[name]} and reads no file"
+        )
     if args.edges is not None and args.labels is None:
         parser.error("--edges needs --labels, a file of node labels to learn from")
 

@@ -8,7 +8,10 @@ Resolution order for a file of a named data set:
 3. the cache (``GRAPHATTN_CACHE`` or ``./datasets/cache``), as ``cache/<name>/<file>``;
 4. a download from the canonical URL of the data set's card into the cache.
 
-Every file found or downloaded is checked against the sha256 in the card. Without
+A leading ``~`` in these folders is expanded. Downloaded files are written whole or
+not at all, readable as the user's umask allows (not only by their owner), so that a
+cache can be shared. Every file found or downloaded is checked against the sha256 in
+the card. Without
 network access step 4 fails with a :class:`DatasetUnavailableError` that says which
 file to put where.
 """
@@ -110,12 +113,19 @@ def sha256sum(path: str | Path) -> str:
 
 
 def cache_dir() -> Path:
-    """The download cache: ``$GRAPHATTN_CACHE`` or ``./datasets/cache``."""
-    return Path(os.environ.get("GRAPHATTN_CACHE", Path.cwd() / "datasets" / "cache"))
+    """The download cache: ``$GRAPHATTN_CACHE`` (``~`` expanded; ignored when empty) or
+    ``./datasets/cache``."""
+    configured = os.environ.get("GRAPHATTN_CACHE")
+    if configured:
+        return Path(configured).expanduser()
+    return Path.cwd() / "datasets" / "cache"
 
 
 def _candidates(name: str, filename: str, data_dir: str | Path | None) -> list[Path]:
-    roots = [Path(d) for d in (data_dir, os.environ.get("GRAPHATTN_DATA")) if d]
+    # ~ is expanded here because a shell leaves it alone in --data-dir=~/data and in
+    # quoted values
+    folders = (data_dir, os.environ.get("GRAPHATTN_DATA"))
+    roots = [Path(d).expanduser() for d in folders if d]
     paths = [p for root in roots for p in (root / name / filename, root / filename)]
     paths.append(cache_dir() / name / filename)
     return paths
@@ -136,9 +146,9 @@ def _verify(path: Path, expected: str) -> Path:
 _DOWNLOAD_ERRORS = (OSError, http.client.HTTPException, zipfile.BadZipFile, KeyError)
 
 
-def _download(card: DatasetCard, target_dir: Path, timeout: float) -> None:
-    """Fetch the card's files into ``target_dir``; each is checked before it is written,
-    so a wrong download never lands in the cache."""
+def _download(card: DatasetCard, timeout: float) -> dict[str, bytes]:
+    """Fetch the card's files (file name -> contents), each checked against its sha256,
+    so that a wrong download never lands in the cache."""
     with urllib.request.urlopen(card.url, timeout=timeout) as response:  # noqa: S310
         payload = response.read()
     if card.archive_member:
@@ -152,17 +162,32 @@ def _download(card: DatasetCard, target_dir: Path, timeout: float) -> None:
         if actual != card.files[filename]:
             raise DatasetChecksumError(
                 f"{filename} downloaded from {card.url} has sha256 {actual}, not the "
-                f"expected {card.files[filename]}; nothing was written to {target_dir}"
+                f"expected {card.files[filename]}; nothing was written to the cache"
             )
-    target_dir.mkdir(parents=True, exist_ok=True)
-    for filename, data in files.items():
-        _atomic_write(target_dir / filename, data)
+    return files
+
+
+def _write_cache(files: dict[str, bytes], target_dir: Path) -> None:
+    try:
+        target_dir.mkdir(parents=True, exist_ok=True)
+        for filename, data in files.items():
+            _atomic_write(target_dir / filename, data)
+    except OSError as err:
+        raise OSError(
+            f"downloaded, but could not write to the cache {target_dir} ({err}); set "
+            "GRAPHATTN_CACHE to a writable folder"
+        ) from err
 
 
 def _atomic_write(path: Path, payload: bytes) -> None:
     with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
         tmp.write(payload)
     try:
+        # mkstemp makes the file private (0600); a cache shared by a lab or a CI runner
+        # must be readable by the other users, as any file the user creates would be
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp.name, 0o666 & ~umask)
         shutil.move(tmp.name, path)
     except BaseException:
         Path(tmp.name).unlink(missing_ok=True)
@@ -200,21 +225,31 @@ def resolve_file(
     for path in candidates:
         if path.is_file():
             return _verify(path, expected)
+        if path.is_dir():
+            raise DatasetUnavailableError(
+                f"data set {name!r}: {path} is a folder; the file {filename} itself must "
+                "be there (was an archive unpacked one level too deep?)"
+            )
 
     cached = cache_dir() / name / filename
     if download:
         try:
-            _download(card, cached.parent, timeout)
+            files = _download(card, timeout)
         except _DOWNLOAD_ERRORS as err:
             reason = f"download from {card.url} failed ({type(err).__name__}: {err})"
         else:
+            _write_cache(files, cached.parent)
             return _verify(cached, expected)
     else:
         reason = "downloads are disabled"
     looked = "\n  ".join(str(p) for p in candidates)
+    member = card.archive_member.get(filename)
+    origin = f"{member} in {card.url}" if member else card.url
+    others = [f for f in card.files if f != filename]
+    also = f" The data set needs {', '.join(others)} there too." if others else ""
     raise DatasetUnavailableError(
         f"data set {name!r}: file {filename!r} not found and {reason}.\n"
         f"Looked in:\n  {looked}\n"
-        f"Put {filename} (from {card.url}, sha256 {expected}) in one of these folders, "
-        f"or pass --data-dir DIR / set GRAPHATTN_DATA=DIR with DIR/{name}/{filename}."
+        f"Put {filename} (from {origin}, sha256 {expected}) in one of these folders, "
+        f"or pass --data-dir DIR / set GRAPHATTN_DATA=DIR with DIR/{name}/{filename}.{also}"
     )

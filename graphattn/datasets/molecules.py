@@ -275,7 +275,10 @@ def column_index(header: list[str], column: str, path: str | Path) -> int:
     if len(matches) == 1:
         return matches[0]
     problem = "not found" if not matches else "appears more than once"
-    raise GraphInputError(f"{path}: column {column!r} {problem}; available columns: {header}")
+    hint = ""
+    if len(header) == 1 and any(sep in header[0] for sep in ";\t|"):
+        hint = " (one column: files are read as comma-separated; is it ';', tab or '|'?)"
+    raise GraphInputError(f"{path}: column {column!r} {problem}; available columns: {header}{hint}")
 
 
 class MoleculeCSV(MoleculeDataset):
