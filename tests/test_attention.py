@@ -6,6 +6,7 @@ import gc
 import itertools
 import weakref
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -15,6 +16,7 @@ from graphattn import GraphInputError
 from graphattn.nn import DenseMemoryError, GraphSelfAttention, GraphTransformerLayer
 from graphattn.ops import prepare_edges, reference_edge_attention
 from graphattn.ops.compiled import numba_available
+from graphattn.ops.dense import graph_sizes
 from tests.graphs import random_batch, random_graph
 
 SCORES = ["dot", "additive"]
@@ -328,7 +330,7 @@ def test_bad_input_raises_a_clear_error(override, message):
 
 
 def test_bad_constructor_arguments():
-    multiple = r"out_channels \(10\) must be a positive multiple of heads \(4\)"
+    multiple = r"out_channels \(10\) must be a multiple of heads \(4\)"
     with pytest.raises(GraphInputError, match=multiple):
         GraphSelfAttention(8, 10, heads=4)
     with pytest.raises(GraphInputError, match="score must be one of"):
@@ -601,3 +603,113 @@ def test_float16_scores_that_fit_do_not_overflow(options):
         want = layer.float()(x, edge_index)
     assert torch.isfinite(out).all() and torch.isfinite(alpha).all()
     torch.testing.assert_close(out.float(), want, atol=0.01 * float(want.abs().max()), rtol=0)
+
+
+@pytest.mark.parametrize("kernel", ["auto", "gather", "fused", "reference"])
+def test_a_graph_without_pairs_still_backpropagates_to_every_projection(kernel):
+    x = torch.randn(4, 8, requires_grad=True)
+    layer = GraphSelfAttention(8, 8, heads=2, add_self_loops=False, kernel=kernel)
+    out = layer(x, torch.empty(2, 0, dtype=torch.long))
+    torch.testing.assert_close(out, layer.lin_out.bias.expand(4, 8))
+    out.sum().backward()
+    assert torch.equal(x.grad, torch.zeros_like(x))
+    for lin in (layer.lin_query, layer.lin_key, layer.lin_value):
+        assert lin.weight.grad is not None and not lin.weight.grad.any()
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: GraphSelfAttention(8, 0, heads=1), r"out_channels must be an integer >= 1, got 0"),
+        (lambda: GraphSelfAttention(8, 8, heads=0), r"heads must be an integer >= 1, got 0"),
+        (lambda: GraphSelfAttention(8.5, 8), r"in_channels must be an integer >= 1, got 8.5"),
+        (lambda: GraphSelfAttention(8, 8, edge_dim=0), r"edge_dim must be an integer >= 1"),
+        (lambda: GraphSelfAttention(8, 8, dropout="0.1"), r"dropout must be .*, got '0.1'"),
+        (
+            lambda: GraphSelfAttention(8, 8, max_dense_bytes="1GB"),
+            r"max_dense_bytes must be a number >= 0, got '1GB'",
+        ),
+        (lambda: GraphSelfAttention(8, 8, hops=True), r"hops must be an integer >= 1, got True"),
+        (lambda: GraphTransformerLayer(8, 3), r"channels \(8\) must be a multiple of heads \(3\)"),
+        (lambda: GraphTransformerLayer(8, 0), r"heads must be an integer >= 1, got 0"),
+    ],
+)
+def test_constructor_arguments_out_of_range_are_named(build, message):
+    with pytest.raises(GraphInputError, match=message):
+        build()
+
+
+def test_numpy_integers_are_accepted_for_counts():
+    layer = GraphSelfAttention(np.int64(8), np.int64(8), heads=np.int64(2), hops=np.int64(2))
+    assert (layer.out_channels, layer.heads, layer.hops) == (8, 2, 2)
+    assert type(layer.hops) is int
+
+
+@pytest.mark.parametrize(
+    ("batch", "message"),
+    [
+        (torch.tensor([0.0, 0.0, 1.0, 1.0]), "batch must be an integer tensor of graph ids"),
+        (torch.tensor([True, True, False, False]), "batch must be an integer tensor"),
+        (torch.tensor([-1, -1, 0, 0]), "batch must hold graph ids >= 0"),
+    ],
+)
+@pytest.mark.parametrize("mode", ["dense", "auto"])
+def test_a_bad_batch_vector_is_named_in_dense_and_auto_mode(mode, batch, message):
+    x, edge_index = torch.randn(4, 8), torch.tensor([[0, 1, 2, 3], [1, 0, 3, 2]])
+    with pytest.raises(GraphInputError, match=message):
+        make_layer(mode=mode)(x, edge_index, batch=batch)
+
+
+def test_auto_mode_attends_over_edges_between_graphs_as_sparse_mode_does():
+    x, batch = torch.randn(4, 8), torch.tensor([0, 0, 1, 1])
+    edge_index = torch.tensor([[0, 1, 2, 3, 1], [1, 0, 3, 2, 2]])  # 1 -> 2 crosses graphs
+    layer = make_layer(mode="auto")
+    assert (
+        layer.resolve_mode(
+            layer.allowed_edges(edge_index, 4, batch), graph_sizes(4, batch), x.device
+        )
+        == "dense"
+    )  # a small dense batch: auto would pick dense mode
+    torch.testing.assert_close(
+        layer(x, edge_index, batch=batch), layer(x, edge_index, mode="sparse")
+    )
+    with pytest.raises(GraphInputError, match="dense mode needs every edge inside one graph"):
+        layer(x, edge_index, batch=batch, mode="dense")
+
+
+def test_edge_features_must_be_two_dimensional_and_finite():
+    x, edge_index = torch.randn(3, 8), torch.tensor([[0, 1], [1, 2]])
+    layer = make_layer(edge_dim=3)
+    with pytest.raises(
+        GraphInputError, match=r"edge_attr must have shape \[E, 3\], got \[2, 2, 3\]"
+    ):
+        layer(x, edge_index, torch.randn(2, 2, 3))
+    bad = torch.randn(2, 3)
+    bad[1, 2] = float("nan")
+    with pytest.raises(
+        GraphInputError, match=r"edge_attr has non-finite values: edge_attr\[1, 2\]"
+    ):
+        layer(x, edge_index, bad)
+    from graphattn.nn import LinearEdgeEncoding
+
+    lazy = LinearEdgeEncoding(bad, torch.nn.Linear(3, 3))
+    with pytest.raises(GraphInputError, match=r"edge_attr\[1, 2\] = nan"):
+        layer(x, edge_index, lazy)
+
+
+def test_attention_matrix_has_a_block_for_empty_graphs_at_the_end_of_a_batch():
+    from torch_geometric.data import Batch, Data
+
+    graphs = [Data(x=torch.randn(3, 8), edge_index=torch.tensor([[0, 1], [1, 2]]))]
+    graphs.append(Data(x=torch.zeros(0, 8), edge_index=torch.zeros(2, 0, dtype=torch.long)))
+    batch = Batch.from_data_list(graphs)
+    layer = make_layer()
+    weights = layer.attention_matrix(
+        batch.x, batch.edge_index, batch=batch.batch, num_graphs=batch.num_graphs
+    )
+    assert weights.shape == (2, 4, 3, 3) and not weights[1].any()
+    torch.testing.assert_close(
+        weights[0], layer.attention_matrix(graphs[0].x, graphs[0].edge_index)[0]
+    )
+    with pytest.raises(GraphInputError, match="num_graphs=0, but batch holds graph id 0"):
+        layer.attention_matrix(batch.x, batch.edge_index, batch=batch.batch, num_graphs=0)

@@ -146,7 +146,7 @@ def test_bad_variant_arguments():
     with pytest.raises(GraphInputError, match="attend must be one of"):
         layer(attend="everything")
     for hops in (0, 2.0, True):
-        with pytest.raises(GraphInputError, match=r"hops must be an int >= 1, got"):
+        with pytest.raises(GraphInputError, match=r"hops must be an integer >= 1, got"):
             layer(hops=hops, hop_bias=True)
     forced = GraphSelfAttention(8, 8, heads=2, hop_bias=True, kernel="fused")
     with pytest.raises(GraphInputError, match=r"kernel='fused' supports .* no hop_bias"):

@@ -18,6 +18,8 @@ when ``edge_dim`` is set. Unconnected pairs get exactly zero weight.
 from __future__ import annotations
 
 import math
+import numbers
+import operator
 
 import torch
 import torch.nn.functional as F
@@ -36,7 +38,13 @@ from graphattn.ops.dense import (
 )
 from graphattn.ops.fused import edge_attention_weights, fused_edge_attention
 from graphattn.ops.gather import gather_edge_attention
-from graphattn.ops.graph import ATTEND, EdgeSet, prepare_edges, validate_node_features
+from graphattn.ops.graph import (
+    ATTEND,
+    EdgeSet,
+    check_finite,
+    prepare_edges,
+    validate_node_features,
+)
 from graphattn.ops.numba_attention import numba_edge_attention
 from graphattn.ops.numba_attention import usable as numba_usable
 from graphattn.ops.segment import NORMALIZERS
@@ -120,18 +128,25 @@ class GraphSelfAttention(nn.Module):
         hop_bias: bool = False,
     ) -> None:
         super().__init__()
-        if heads < 1 or out_channels % heads != 0:
-            raise GraphInputError(
-                f"out_channels ({out_channels}) must be a positive multiple of heads ({heads})"
-            )
+        in_channels, out_channels, heads, hops = (
+            _count(name, value)
+            for name, value in [
+                ("in_channels", in_channels),
+                ("out_channels", out_channels),
+                ("heads", heads),
+                ("hops", hops),
+            ]
+        )
+        edge_dim = None if edge_dim is None else _count("edge_dim", edge_dim)
+        check_heads_divide("out_channels", out_channels, heads)
         _check_choice("score", score, SCORES)
         _check_choice("kernel", kernel, KERNELS)
         _check_choice("normalize", normalize, NORMALIZERS)
         _check_choice("attend", attend, ATTEND)
-        if isinstance(hops, bool) or not isinstance(hops, int) or hops < 1:
-            raise GraphInputError(f"hops must be an int >= 1, got {hops!r}")
-        if not 0 <= dropout < 1:
-            raise GraphInputError(f"dropout must be at least 0 and below 1, got {dropout}")
+        if not _is_real(dropout) or not 0 <= dropout < 1:
+            raise GraphInputError(f"dropout must be at least 0 and below 1, got {dropout!r}")
+        if not _is_real(max_dense_bytes) or max_dense_bytes < 0:
+            raise GraphInputError(f"max_dense_bytes must be a number >= 0, got {max_dense_bytes!r}")
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.heads = heads
@@ -211,10 +226,11 @@ class GraphSelfAttention(nn.Module):
             return terms.view(-1, self.heads, self.head_dim)
         if edge_attr.dim() == 1:
             edge_attr = edge_attr.unsqueeze(-1)
-        if edge_attr.size(-1) != self.edge_dim:
+        if edge_attr.dim() != 2 or edge_attr.size(-1) != self.edge_dim:
             raise GraphInputError(
                 f"edge_attr must have shape [E, {self.edge_dim}], got {list(edge_attr.shape)}"
             )
+        check_finite("edge_attr", edge_attr)
         # Project the E input edges, then carry them onto the prepared edges: the same as
         # projecting the merged features (merging averages, a linear map) on fewer rows.
         # The bias goes on after the merge, so that prepared pairs without an input edge
@@ -314,10 +330,15 @@ class GraphSelfAttention(nn.Module):
         q, k, v = self._project(x)
         mode = self.mode if mode is None else mode
         _check_choice("mode", mode, MODES)
+        layout = None
         if mode == "auto":
             mode = self.resolve_mode(edges, graph_sizes(x.size(0), batch), x.device, x.dtype)
+            if mode == "dense":
+                layout = dense_layout(x.size(0), batch, x.device)
+                if layout.crossing_edge(edges) is not None:
+                    mode = "sparse"  # edges between graphs: only sparse mode has them
         if mode == "dense":
-            layout = dense_layout(x.size(0), batch, x.device)
+            layout = layout or dense_layout(x.size(0), batch, x.device)
             out, alpha = self._dense(q, k, v, edges, edge_terms, layout, return_attention)
         else:
             out, alpha = self._sparse(q, k, v, edges, edge_terms, return_attention)
@@ -334,17 +355,21 @@ class GraphSelfAttention(nn.Module):
         edge_attr: Tensor | LinearEdgeEncoding | None = None,
         batch: Tensor | None = None,
         mode: str | None = None,
+        num_graphs: int | None = None,
     ) -> Tensor:
         """Attention weights as a dense ``[num_graphs, H, N_max, N_max]`` tensor.
 
         Entry ``[b, h, i, j]`` is the weight target i of graph b gives source j in head
         h; exactly 0 where j -> i is not an allowed edge. The arguments are those of
         :meth:`forward`; all but ``x`` and ``edge_index`` are passed by name.
+        ``num_graphs`` (default: the largest id in ``batch`` + 1) also counts graphs
+        without nodes at the end of a batch: pass ``batch.num_graphs`` of a PyG
+        ``Batch`` to get one block per graph.
         """
         _, (used, alpha) = self.forward(
             x, edge_index, edge_attr, batch, return_attention=True, mode=mode
         )
-        layout = dense_layout(x.size(0), batch, x.device)
+        layout = dense_layout(x.size(0), batch, x.device, num_graphs)
         edges = self.allowed_edges(edge_index, x.size(0), batch)
         return layout.edges_to_dense(alpha, edges).permute(0, 3, 1, 2)
 
@@ -372,6 +397,11 @@ class GraphSelfAttention(nn.Module):
                 "kernel='numba' needs Numba (pip install numba) and float32 or float64 "
                 f"tensors on the CPU, got {dtype} on {device}; use kernel='auto'"
             )
+        if edges.num_edges == 0:
+            # Every output is zero; the reference kernel still ties it to q, k and v, so
+            # that backward reaches the projections (the compiled kernels return fresh
+            # zeros: backward failed, and DDP saw unused parameters).
+            return "reference"
         if self.kernel != "auto":
             return self.kernel
         if not applies:
@@ -470,6 +500,29 @@ class GraphSelfAttention(nn.Module):
             f"score={self.score!r}, normalize={self.normalize!r}, edge_dim={self.edge_dim}, "
             f"attend={self.attend!r}, hops={self.hops}"
         )
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _count(name: str, value: object) -> int:
+    """``value`` as an int >= 1 (NumPy integers included), else a named error."""
+    try:
+        count = operator.index(value) if not isinstance(value, bool) else None
+    except TypeError:
+        count = None
+    if count is None or count < 1:
+        raise GraphInputError(f"{name} must be an integer >= 1, got {value!r}")
+    return count
+
+
+def check_heads_divide(name: str, channels: int, heads: int) -> None:
+    """Raise unless ``channels`` (the width called ``name``) and ``heads`` are integers
+    >= 1 and the width splits into that many heads."""
+    channels, heads = _count(name, channels), _count("heads", heads)
+    if channels % heads:
+        raise GraphInputError(f"{name} ({channels}) must be a multiple of heads ({heads})")
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:

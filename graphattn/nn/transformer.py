@@ -15,7 +15,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from graphattn.errors import GraphInputError
-from graphattn.nn.attention import GraphSelfAttention
+from graphattn.nn.attention import GraphSelfAttention, check_heads_divide
 from graphattn.nn.dropout import Dropout
 from graphattn.nn.edge_features import LinearEdgeEncoding
 
@@ -78,6 +78,7 @@ class GraphTransformerLayer(nn.Module):
         **attention_kwargs,
     ) -> None:
         super().__init__()
+        check_heads_divide("channels", channels, heads)
         self.attention = GraphSelfAttention(
             channels,
             channels,

@@ -14,7 +14,7 @@ from torch import Tensor
 from torch_geometric.utils import to_dense_batch
 
 from graphattn.errors import GraphInputError
-from graphattn.ops.graph import EdgeSet
+from graphattn.ops.graph import EdgeSet, validate_batch
 
 __all__ = ["DenseLayout", "GraphSizes", "dense_layout", "dense_memory_bytes", "graph_sizes"]
 
@@ -69,19 +69,23 @@ class DenseLayout:
         b, i, j = self.edge_coordinates(edges)
         return dense.index_put((b, i, j), values)
 
+    def crossing_edge(self, edges: EdgeSet) -> int | None:
+        """Position of the first edge between two graphs of the batch, or None."""
+        src, dst = edges.edge_index
+        crossing = self.batch[dst] != self.batch[src]
+        return int(crossing.nonzero()[0]) if bool(crossing.any()) else None
+
     def edge_coordinates(self, edges: EdgeSet) -> tuple[Tensor, Tensor, Tensor]:
         """``(graph, target row, source row)`` of every edge; errors on cross-graph edges."""
         src, dst = edges.edge_index
-        graph = self.batch[dst]
-        crossing = graph != self.batch[src]
-        if bool(crossing.any()):
-            e = int(crossing.nonzero()[0])
+        e = self.crossing_edge(edges)
+        if e is not None:
             raise GraphInputError(
                 f"the edge source {int(src[e])} -> target {int(dst[e])} connects graphs "
-                f"{int(self.batch[src[e]])} and {int(graph[e])} of the batch; dense mode "
-                "needs every edge inside one graph"
+                f"{int(self.batch[src[e]])} and {int(self.batch[dst[e]])} of the batch; "
+                "dense mode needs every edge inside one graph"
             )
-        return graph, self.position[dst], self.position[src]
+        return self.batch[dst], self.position[dst], self.position[src]
 
 
 class GraphSizes(NamedTuple):
@@ -89,11 +93,6 @@ class GraphSizes(NamedTuple):
 
     num_graphs: int
     max_nodes: int
-
-
-def _check_batch_shape(num_nodes: int, batch: Tensor) -> None:
-    if batch.dim() != 1 or batch.numel() != num_nodes:
-        raise GraphInputError(f"batch must have shape [N={num_nodes}], got {list(batch.shape)}")
 
 
 def graph_sizes(num_nodes: int, batch: Tensor | None) -> GraphSizes:
@@ -104,19 +103,31 @@ def graph_sizes(num_nodes: int, batch: Tensor | None) -> GraphSizes:
     """
     if batch is None or num_nodes == 0:
         return GraphSizes(int(num_nodes > 0), num_nodes)
-    _check_batch_shape(num_nodes, batch)
+    validate_batch(batch, num_nodes)
     counts = torch.bincount(batch)
     return GraphSizes(counts.numel(), int(counts.max()))
 
 
-def dense_layout(num_nodes: int, batch: Tensor | None, device: torch.device) -> DenseLayout:
-    """Build the :class:`DenseLayout` of a batch (``batch=None``: one graph)."""
+def dense_layout(
+    num_nodes: int,
+    batch: Tensor | None,
+    device: torch.device,
+    num_graphs: int | None = None,
+) -> DenseLayout:
+    """Build the :class:`DenseLayout` of a batch (``batch=None``: one graph).
+
+    ``num_graphs`` (default: the largest id in ``batch`` + 1) counts graphs without
+    nodes at the end of the batch too, which ``batch`` cannot show.
+    """
     if batch is None:
         batch = torch.zeros(num_nodes, dtype=torch.long, device=device)
-    _check_batch_shape(num_nodes, batch)
+    validate_batch(batch, num_nodes)
     if num_nodes and bool((batch.diff() < 0).any()):
         raise GraphInputError("batch must be sorted (nodes of each graph contiguous), as in PyG")
-    num_graphs = int(batch.max()) + 1 if num_nodes else 0
+    seen = int(batch.max()) + 1 if num_nodes else 0
+    if num_graphs is not None and num_graphs < seen:
+        raise GraphInputError(f"num_graphs={num_graphs}, but batch holds graph id {seen - 1}")
+    num_graphs = seen if num_graphs is None else num_graphs
     counts = torch.bincount(batch, minlength=num_graphs)
     start = torch.cat([counts.new_zeros(1), counts.cumsum(0)[:-1]])
     position = torch.arange(num_nodes, device=device) - start[batch]

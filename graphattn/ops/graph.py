@@ -26,7 +26,14 @@ from torch import Tensor
 from graphattn.errors import GraphInputError
 from graphattn.ops.segment import csr_pointer, segment_counts
 
-__all__ = ["EdgeSet", "prepare_edges", "validate_edge_index", "validate_node_features"]
+__all__ = [
+    "EdgeSet",
+    "check_finite",
+    "prepare_edges",
+    "validate_batch",
+    "validate_edge_index",
+    "validate_node_features",
+]
 
 
 @dataclass
@@ -118,6 +125,18 @@ def validate_edge_index(edge_index: Tensor, num_nodes: int) -> None:
         )
 
 
+def validate_batch(batch: Tensor, num_nodes: int) -> None:
+    """Raise :class:`GraphInputError` unless ``batch`` is a ``[num_nodes]`` integer tensor
+    of graph ids >= 0."""
+    if not isinstance(batch, Tensor) or batch.dim() != 1 or batch.numel() != num_nodes:
+        shape = list(batch.shape) if isinstance(batch, Tensor) else type(batch).__name__
+        raise GraphInputError(f"batch must have shape [N={num_nodes}], got {shape}")
+    if batch.dtype.is_floating_point or batch.dtype.is_complex or batch.dtype == torch.bool:
+        raise GraphInputError(f"batch must be an integer tensor of graph ids, got {batch.dtype}")
+    if batch.numel() > 0 and int(batch.min()) < 0:
+        raise GraphInputError("batch must hold graph ids >= 0")
+
+
 def validate_node_features(x: Tensor, in_channels: int) -> None:
     """Raise :class:`GraphInputError` unless ``x`` is a finite ``[N, in_channels]`` tensor."""
     if not isinstance(x, Tensor):
@@ -128,16 +147,22 @@ def validate_node_features(x: Tensor, in_channels: int) -> None:
         )
     if not x.is_floating_point():
         raise GraphInputError(f"x must be a floating-point tensor, got {x.dtype}")
-    # One reduction is far cheaper than an [N, C] mask; a NaN or inf anywhere makes the
+    check_finite("x", x)
+
+
+def check_finite(name: str, values: Tensor) -> None:
+    """Raise :class:`GraphInputError` naming the first NaN or inf entry of the 2-D
+    ``values`` (called ``name``)."""
+    # One reduction is far cheaper than a full mask; a NaN or inf anywhere makes the
     # sum non-finite (an overflowing sum of finite values only costs the full check).
-    if bool(torch.isfinite(x.detach().sum())):
+    if bool(torch.isfinite(values.detach().sum())):
         return
-    finite = torch.isfinite(x)
+    finite = torch.isfinite(values)
     if not bool(finite.all()):
         row, col = (~finite).nonzero()[0].tolist()
         raise GraphInputError(
-            f"x has non-finite values: x[{row}, {col}] = {x[row, col].item()} "
-            f"({int((~finite).sum())} non-finite entries in all)"
+            f"{name} has non-finite values: {name}[{row}, {col}] = "
+            f"{values[row, col].item()} ({int((~finite).sum())} non-finite entries in all)"
         )
 
 

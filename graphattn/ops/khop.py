@@ -18,20 +18,9 @@ import torch
 from torch import Tensor
 
 from graphattn.errors import GraphInputError
-from graphattn.ops.graph import validate_edge_index
+from graphattn.ops.graph import validate_batch, validate_edge_index
 
 __all__ = ["global_edges", "khop_edges"]
-
-
-def _check_batch(batch: Tensor, num_nodes: int) -> None:
-    """Raise unless ``batch`` is a non-negative integer vector of length ``num_nodes``."""
-    if not isinstance(batch, Tensor) or batch.dim() != 1 or batch.numel() != num_nodes:
-        shape = tuple(batch.shape) if isinstance(batch, Tensor) else type(batch)
-        raise GraphInputError(f"batch must be a tensor of shape [{num_nodes}], got {shape}")
-    if batch.dtype.is_floating_point or batch.dtype.is_complex:
-        raise GraphInputError(f"batch must be an integer tensor, got {batch.dtype}")
-    if batch.numel() > 0 and int(batch.min()) < 0:
-        raise GraphInputError("batch must hold graph ids >= 0")
 
 
 def _target_source_matrix(edge_index: Tensor, num_nodes: int) -> sp.csr_matrix:
@@ -86,7 +75,7 @@ def khop_edges(
     if isinstance(hops, bool) or not isinstance(hops, int) or hops < 1:
         raise GraphInputError(f"hops must be an int >= 1, got {hops!r}")
     if batch is not None:
-        _check_batch(batch, num_nodes)
+        validate_batch(batch, num_nodes)
         if bool((batch[edge_index[0]] != batch[edge_index[1]]).any()):
             raise GraphInputError("edge_index has an edge between two different graphs of batch")
 
@@ -144,7 +133,7 @@ def global_edges(
         device = batch.device if batch is not None else torch.device("cpu")
     if batch is None:
         batch = torch.zeros(num_nodes, dtype=torch.long, device=device)
-    _check_batch(batch, num_nodes)
+    validate_batch(batch, num_nodes)
     batch = batch.to(device=device, dtype=torch.long)
 
     # Members of each graph, contiguous and ascending: ``members[ptr[g]:ptr[g + 1]]``.
