@@ -713,3 +713,24 @@ def test_attention_matrix_has_a_block_for_empty_graphs_at_the_end_of_a_batch():
     )
     with pytest.raises(GraphInputError, match="num_graphs=0, but batch holds graph id 0"):
         layer.attention_matrix(batch.x, batch.edge_index, batch=batch.batch, num_graphs=0)
+
+
+def test_dense_memory_estimate_counts_the_explicit_path_when_weights_are_returned():
+    from graphattn.ops.dense import dense_memory_bytes
+
+    pairs, heads = 10 * 10, 4
+    default = dense_memory_bytes(1, 10, heads, 8)
+    explicit = dense_memory_bytes(1, 10, heads, 8, explicit=True)
+    assert default == explicit == pairs + 6 * pairs * heads * 4
+    assert dense_memory_bytes(1, 10, heads, 8, explicit=False) == pairs + 3 * pairs * heads * 4
+    layer, sizes = make_layer(), graph_sizes(10, None)
+    assert layer.dense_bytes(sizes) == dense_memory_bytes(1, 10, heads, 4, explicit=False)
+    assert layer.dense_bytes(sizes, need_weights=True) == dense_memory_bytes(1, 10, heads, 4)
+    with_edges = make_layer(edge_dim=3).dense_bytes(sizes)
+    assert with_edges == pairs + 6 * pairs * heads * 4 + 4 * pairs * heads * 4 * 4
+    # the budget follows: a call returning the weights is refused where one without passes
+    x, edge_index = torch.randn(10, 8), torch.tensor([[0, 1], [1, 2]])
+    layer = make_layer(mode="dense", max_dense_bytes=layer.dense_bytes(sizes))
+    layer(x, edge_index)
+    with pytest.raises(DenseMemoryError):
+        layer(x, edge_index, return_attention=True)

@@ -251,9 +251,15 @@ class GraphSelfAttention(nn.Module):
 
     # ------------------------------------------------------------------ modes
     def dense_bytes(
-        self, layout: DenseLayout | GraphSizes, dtype: torch.dtype = torch.float32
+        self,
+        layout: DenseLayout | GraphSizes,
+        dtype: torch.dtype = torch.float32,
+        need_weights: bool = False,
     ) -> int:
-        """Estimated bytes of dense mode's ``L x L`` tensors for this layout."""
+        """Estimated bytes of dense mode's ``L x L`` tensors for this layout, in a
+        training step (see :func:`graphattn.ops.dense.dense_memory_bytes`)."""
+        plain = self.score == "dot" and self.normalize == "softmax"
+        fused = plain and self.lin_edge is None and self.hop_embedding is None
         return dense_memory_bytes(
             layout.num_graphs,
             layout.max_nodes,
@@ -262,6 +268,7 @@ class GraphSelfAttention(nn.Module):
             element_size=torch.finfo(dtype).bits // 8,
             edge_features=self.lin_edge is not None,
             additive=self.score == "additive",
+            explicit=need_weights or not fused,
         )
 
     def resolve_mode(
@@ -270,6 +277,7 @@ class GraphSelfAttention(nn.Module):
         layout: DenseLayout | GraphSizes,
         device: torch.device,
         dtype: torch.dtype = torch.float32,
+        need_weights: bool = False,
     ) -> str:
         """Pick ``"sparse"`` or ``"dense"`` for ``mode="auto"``.
 
@@ -277,20 +285,23 @@ class GraphSelfAttention(nn.Module):
         ``max_dense_bytes``, the fraction of allowed pairs among the padded ``B·L²``
         pairs is at least the device's crossover density, and (on a GPU) the sparse
         work is large enough for per-pair costs rather than fixed costs to decide.
-        ``dtype`` is that of the inputs, which sets the dense memory estimate.
+        ``dtype`` is that of the inputs and ``need_weights`` whether the call returns
+        the attention weights; both change the dense memory estimate.
         """
         return choose_mode(
             num_edges=edges.num_edges,
             num_graphs=layout.num_graphs,
             max_nodes=layout.max_nodes,
-            dense_bytes=self.dense_bytes(layout, dtype),
+            dense_bytes=self.dense_bytes(layout, dtype, need_weights),
             max_dense_bytes=self.max_dense_bytes,
             device=device,
             channels=self.heads * self.head_dim,
         )
 
-    def _check_dense_budget(self, layout: DenseLayout, dtype: torch.dtype) -> None:
-        needed = self.dense_bytes(layout, dtype)
+    def _check_dense_budget(
+        self, layout: DenseLayout, dtype: torch.dtype, need_weights: bool
+    ) -> None:
+        needed = self.dense_bytes(layout, dtype, need_weights)
         if needed > self.max_dense_bytes:
             raise DenseMemoryError(
                 f"dense attention needs about {needed:,} bytes for {layout.num_graphs} "
@@ -332,7 +343,8 @@ class GraphSelfAttention(nn.Module):
         _check_choice("mode", mode, MODES)
         layout = None
         if mode == "auto":
-            mode = self.resolve_mode(edges, graph_sizes(x.size(0), batch), x.device, x.dtype)
+            sizes = graph_sizes(x.size(0), batch)
+            mode = self.resolve_mode(edges, sizes, x.device, x.dtype, return_attention)
             if mode == "dense":
                 layout = dense_layout(x.size(0), batch, x.device)
                 if layout.crossing_edge(edges) is not None:
@@ -451,7 +463,7 @@ class GraphSelfAttention(nn.Module):
         layout: DenseLayout,
         need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
-        self._check_dense_budget(layout, q.dtype)
+        self._check_dense_budget(layout, q.dtype, need_weights)
         mask = layout.edge_mask(edges)
         heads_first = (0, 2, 1, 3)  # [B, L, H, D] -> [B, H, L, D]
         qd, kd, vd = (layout.to_dense(t).permute(heads_first) for t in (q, k, v))

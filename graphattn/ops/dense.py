@@ -144,15 +144,23 @@ def dense_memory_bytes(
     element_size: int = 4,
     edge_features: bool = False,
     additive: bool = False,
+    explicit: bool = True,
 ) -> int:
-    """Estimate the bytes dense attention allocates for its ``L x L`` tensors.
+    """Estimate the bytes dense attention allocates for its ``L x L`` tensors in a
+    training step (forward and backward).
 
-    Counts the mask, scores, weights and their gradient (3 float ``[B, H, L, L]``
-    tensors), plus ``[B, H, L, L, D]`` tensors for edge features (key and value terms)
-    and for the additive score's ``tanh(q_i + k_j)``.
+    Counts the mask and 6 float ``[B, H, L, L]`` tensors for the ``explicit`` path
+    (scores, masked scores, weights and their gradients), 3 where PyTorch's fused
+    ``scaled_dot_product_attention`` runs instead (``explicit=False``: dot-product
+    softmax scores without edge features or score bias, weights not returned), plus
+    ``[B, H, L, L, D]`` tensors: 4 for edge features (the dense key/value terms, their
+    gradient, the products' temporaries) and 3 for the additive score's
+    ``tanh(q_i + k_j)``. Checked against the peak memory growth of a forward and backward
+    pass on CPU (N = 600 and 1200, H = 4, D = 16, float32): the measured growth is
+    0.78-1.01 of the estimate on the explicit path and 0.24-0.42 on the fused one.
     """
     pairs = num_graphs * max_nodes * max_nodes
-    total = pairs + 3 * pairs * heads * element_size
-    per_pair_vectors = 2 * int(edge_features) + 2 * int(additive)
+    total = pairs + (6 if explicit else 3) * pairs * heads * element_size
+    per_pair_vectors = 4 * int(edge_features) + 3 * int(additive)
     total += per_pair_vectors * pairs * heads * head_dim * element_size
     return total
