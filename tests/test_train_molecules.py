@@ -645,3 +645,73 @@ def test_predictions_csv_leaves_missing_labels_empty(tmp_path):
     missing = [int(r["row"]) % 2 == 0 for r in rows]  # data row 2k is C(2k+1)O, without z
     assert any(missing) and [r["z"] == "" for r in rows] == missing
     assert all(r["y"] != "" and r["pred_z"] != "" for r in rows)
+
+
+def test_early_stopping_keeps_the_best_weights_not_the_last():
+    from graphattn.train.loop import EarlyStopping
+
+    for higher_is_better, values in [(False, [2.0, 1.0, 3.0, 1.5]), (True, [0.6, 0.9, 0.7, 0.8])]:
+        model = torch.nn.Linear(2, 1)
+        stopper = EarlyStopping(patience=2, higher_is_better=higher_is_better)
+        weights = []
+        for epoch, value in enumerate(values, start=1):
+            with torch.no_grad():
+                model.weight.fill_(float(epoch))  # training changes the weights in place
+            weights.append(model.weight.detach().clone())
+            stopper.step(value, epoch, model)
+        assert stopper.best_epoch == 2 and stopper.should_stop  # 2 epochs without a gain
+        stopper.restore(model)
+        assert torch.equal(model.weight, weights[1])
+
+
+def selection_run(tmp_path, task: str):
+    """A run whose validation metric moves up and down (a learning rate too high)."""
+    source = tmp_path / "m.csv"
+    rows = [
+        f"{'C' * n}{'O' * (n % 3)},{n % 2 if task == 'classification' else n * 0.3}"
+        for n in range(1, 41)
+    ]
+    source.write_text("smiles,y\n" + "\n".join(rows) + "\n")
+    dataset = MoleculeCSV(source, target_cols=["y"], featurizer=MoleculeFeaturizer())
+    config = tiny_config(task=task, epochs=8, patience=8, lr=0.05, warmup_epochs=0, seed=3)
+    metrics = train_molecule_model(dataset, config, run_dir=tmp_path / "run", progress=False)
+    history = json.loads((tmp_path / "run" / "history.json").read_text())["history"]
+    return dataset, metrics, history
+
+
+@pytest.mark.parametrize(("task", "metric", "pick"), [
+    ("regression", "rmse", np.argmin), ("classification", "roc_auc", np.argmax)
+])  # fmt: skip
+def test_the_model_kept_is_the_best_validation_epoch(tmp_path, task, metric, pick):
+    _, metrics, history = selection_run(tmp_path, task)
+    values = [h[f"val_{metric}"] for h in history]
+    best = int(pick(values)) + 1
+    assert best < len(history), "the setup must put the best epoch before the last one"
+    assert metrics["best_epoch"] == best
+    # the kept weights are that epoch's: evaluated again, they score its value
+    assert metrics["val"][metric] == pytest.approx(values[best - 1], rel=1e-6)
+
+
+def test_scalers_are_fitted_on_the_training_molecules_only(esol_run):
+    dataset, run_dir, metrics = esol_run
+    split = json.loads((run_dir / "split.json").read_text())
+    scaler = load_checkpoint(run_dir)["scaler"]
+    train_targets = dataset.targets[split["train"]].double()
+    np.testing.assert_allclose(scaler["mean"], train_targets.mean(0), rtol=1e-6)
+    np.testing.assert_allclose(scaler["std"], train_targets.std(0, unbiased=False), rtol=1e-6)
+    descriptors = torch.cat([dataset[i].mol_x for i in split["train"]])
+    model = metrics["model"]
+    torch.testing.assert_close(model.mol_mean, descriptors.mean(0))
+    torch.testing.assert_close(model.mol_std, descriptors.std(0).clamp(min=1e-6))
+
+
+def test_a_constant_target_trains_to_finite_predictions(tmp_path):
+    source = tmp_path / "m.csv"
+    source.write_text("smiles,y\n" + "".join(f"{'C' * n}O,2.5\n" for n in range(1, 21)))
+    run = tmp_path / "run"
+    train_molecule_model(
+        MoleculeCSV(source, target_cols=["y"]), tiny_config(), run_dir=run, progress=False
+    )
+    preds, _ = predict_molecules(run, ["CCO", "CCCCCO"])
+    assert np.isfinite(preds).all()
+    np.testing.assert_allclose(preds, 2.5, atol=1.0)
