@@ -106,6 +106,19 @@ def test_degree_outside_list_goes_to_other() -> None:
     assert data.x[row, column(featurizer, "degree=other")] == 1
 
 
+def test_values_below_a_listed_range_go_to_other_too() -> None:
+    featurizer = MoleculeFeaturizer()
+    nitride = featurizer("[N-3]")  # charge -3, below the listed -2..2
+    assert nitride.x[0, column(featurizer, "formal_charge=other")] == 1
+    assert nitride.x[0, column(featurizer, "formal_charge=-2")] == 0
+    with_hs = MoleculeFeaturizer(add_hs=True)
+    methane = with_hs("C")  # RDKit gives hydrogen atoms no hybridisation (below SP)
+    hydrogens = methane.x[:, column(with_hs, "element=H")] == 1
+    assert hydrogens.sum() == 4
+    assert (methane.x[hydrogens, column(with_hs, "hybridization=other")] == 1).all()
+    assert (methane.x[hydrogens, column(with_hs, "hybridization=SP")] == 0).all()
+
+
 def test_benzene_bonds_are_aromatic_both_directions() -> None:
     featurizer = MoleculeFeaturizer()
     data = featurizer("c1ccccc1")

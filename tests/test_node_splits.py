@@ -35,6 +35,13 @@ def test_fraction_split_is_disjoint_stratified_and_labelled_only():
     assert [int((test & (y == c)).sum()) for c in range(3)] == [10, 6, 4]
 
 
+def test_uneven_fractions_give_each_part_its_own_size_per_class():
+    y = labels([50, 30, 20])
+    train, val, test = node_split_masks(y, fractions=(0.5, 0.1, 0.4), seed=0)
+    per_class = [[int((mask & (y == c)).sum()) for c in range(3)] for mask in (train, val, test)]
+    assert per_class == [[25, 15, 10], [5, 3, 2], [20, 12, 8]]
+
+
 def test_labels_per_class_gives_exactly_k_per_class():
     y = labels([40, 25, 10], unlabelled=15)
     train, val, test = node_split_masks(y, fractions=(0.0, 0.25, 0.75), labels_per_class=5)
