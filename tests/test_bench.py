@@ -21,7 +21,7 @@ from graphattn.bench.measure import CpuMemoryProbe
 from graphattn.bench.plots import PLOT_FILES
 from graphattn.bench.runner import run_benchmarks
 from graphattn.bench.worker import isolation_context, run_case
-from tests.conftest import shared_data_dir
+from tests.conftest import data_dir_unless_absent_outside_ci, shared_data_dir
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 QUICK_DENSE_BUDGET = 64 * 2**20  # dense N=2,000 (~196 MB) is over it, N=500 is not
@@ -38,7 +38,7 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
         quick=True,
         device="cpu",
         progress=False,
-        data_dir=shared_data_dir(),
+        data_dir=data_dir_unless_absent_outside_ci(),
         max_dense_bytes=QUICK_DENSE_BUDGET,
     )
     return out, result
