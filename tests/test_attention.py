@@ -74,6 +74,32 @@ def test_sparse_equals_dense_on_random_graphs(num_nodes, num_edges, loops, seed)
     )
 
 
+@settings(max_examples=25, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 9), min_size=1, max_size=4),
+    score=st.sampled_from(SCORES),
+    edge_dim=st.sampled_from([None, 3]),
+    return_weights=st.booleans(),
+    seed=st.integers(0, 10_000),
+)
+def test_sparse_equals_dense_on_random_batches(sizes, score, edge_dim, return_weights, seed):
+    # dense mode's explicit path (edge features, additive scores, returned weights) as
+    # well as its fused one, on batches of several graphs
+    edge_index, batch = random_batch(sizes, edges_per_node=2, seed=seed)
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch.numel(), 8, generator=g)
+    edge_attr = torch.randn(edge_index.size(1), 3, generator=g) if edge_dim else None
+    layer = make_layer(score, edge_dim)
+    kwargs = dict(return_attention=return_weights)
+    sparse = layer(x, edge_index, edge_attr, batch, mode="sparse", **kwargs)
+    dense = layer(x, edge_index, edge_attr, batch, mode="dense", **kwargs)
+    if return_weights:
+        (sparse, (used_s, alpha_s)), (dense, (used_d, alpha_d)) = sparse, dense
+        assert torch.equal(used_s, used_d)
+        torch.testing.assert_close(alpha_s, alpha_d, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(sparse, dense, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("mode,score", list(itertools.product(["sparse", "dense"], SCORES)))
 def test_gradcheck_float64(mode, score):
     edge_index = random_graph(6, 12, torch.Generator().manual_seed(3), isolated=1)
