@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             }
             rows.append(row)
             print(json.dumps(row), flush=True)
-    payload = {"machine": machine, "repeats": args.repeats, "rows": rows}
+    payload = {"machine": machine, "smoke": args.smoke, "repeats": args.repeats, "rows": rows}
     table = markdown_table(
         [
             "case",

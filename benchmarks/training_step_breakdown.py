@@ -242,8 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     pyg = median["pyg"]
     payload = {
         "machine": machine,
+        "smoke": args.smoke,
         "batch_size": BATCH_SIZE,
         "repeats": args.repeats,
+        "rounds": args.rounds,
         "median_step_ms": median,
         "rounds_ms": rounds,
         "components_ms": components,

@@ -406,7 +406,10 @@ def test_auto_choice_times_every_mode_of_each_size_in_one_process(data_dir, tmp_
 
 
 def test_kernel_crossover_times_every_kernel_and_records_the_auto_choice(data_dir, tmp_path):
-    rows = run_smoke("kernel_crossover", data_dir, tmp_path)["rows"]
+    payload = run_smoke("kernel_crossover", data_dir, tmp_path)
+    assert payload["smoke"] is True  # a smoke run's JSON says it is one
+    assert payload["machine"]["numba"] and payload["machine"]["rdkit"]  # versions recorded
+    rows = payload["rows"]
     assert rows and {r["edge_features"] for r in rows} == {False, True}
     for r in rows:
         assert r["fused_ms"] > 0 and r["gather_ms"] > 0 and r["reference_ms"] > 0
@@ -425,6 +428,7 @@ def test_training_step_breakdown_times_every_model_step_by_step(data_dir, tmp_pa
     assert all(value > 0 for value in payload["median_step_ms"].values())
     assert set(payload["paired_over_pyg"]) == models and payload["paired_over_pyg"]["pyg"] == 1.0
     assert all(len(values) == 1 for values in payload["rounds_ms"].values())  # --smoke: 1
+    assert payload["smoke"] is True and payload["rounds"] == 1
     assert set(payload["layer_ms"]) == {
         "graphattn",
         "graphattn_no_self_loops",

@@ -95,6 +95,16 @@ def _cuda_description() -> dict | None:
     }
 
 
+def _installed_version(package: str) -> str | None:
+    """The installed version of ``package`` (from its metadata), or None."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
+
+
 def describe_machine() -> dict:
     """CPU, memory, load, library versions and the CUDA device (if any)."""
     import psutil
@@ -115,6 +125,7 @@ def describe_machine() -> dict:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "torch_geometric": torch_geometric.__version__,
+        **{package: _installed_version(package) for package in ("numba", "rdkit", "triton")},
         "mkl": torch.backends.mkl.is_available(),
         "cuda": _cuda_description(),
         "graphattn_commit": git_commit(),
