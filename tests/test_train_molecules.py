@@ -715,3 +715,19 @@ def test_a_constant_target_trains_to_finite_predictions(tmp_path):
     preds, _ = predict_molecules(run, ["CCO", "CCCCCO"])
     assert np.isfinite(preds).all()
     np.testing.assert_allclose(preds, 2.5, atol=1.0)
+
+
+def test_multitask_classification_selects_epochs_when_one_task_has_one_class_in_val(tmp_path):
+    source = tmp_path / "m.csv"
+    rows = [f"{'C' * n}{'O' * (n % 3)},{n % 2},{int(n == 1)}" for n in range(1, 41)]
+    source.write_text("smiles,a,rare\n" + "\n".join(rows) + "\n")
+    dataset = MoleculeCSV(source, target_cols=["a", "rare"], featurizer=MoleculeFeaturizer())
+    config = tiny_config(task="classification", epochs=4, patience=2, seed=0)
+    metrics = train_molecule_model(dataset, config, run_dir=tmp_path / "run", progress=False)
+    split = json.loads((tmp_path / "run" / "split.json").read_text())
+    rare_in_val = dataset.targets[split["val"], 1]
+    assert rare_in_val.unique().numel() == 1  # the setting: task 'rare' has one class in val
+    assert metrics["selection_metric"] == "val_roc_auc"
+    assert np.isfinite(metrics["val"]["roc_auc"])  # task 'a' alone defines it
+    assert metrics["best_epoch"] >= 1  # an epoch was selected (a NaN metric selected none)
+    assert metrics["val"]["roc_auc"] == metrics["val"]["per_target"]["a"]["roc_auc"]

@@ -1,7 +1,8 @@
 """Metrics for regression, binary classification and node classification.
 
 Missing targets (NaN) are left out of every metric; multi-task metrics are the mean
-over tasks of the per-task values.
+over tasks of the per-task values, over the tasks where the metric is defined (two
+labelled molecules; for ROC-AUC, both classes).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ def _per_task(y_true: np.ndarray, y_pred: np.ndarray, fn) -> float:
         keep = ~np.isnan(y_true[:, t])
         if keep.sum() >= 2:
             values.append(fn(y_true[keep, t], y_pred[keep, t]))
+    # a task whose metric is undefined (ROC-AUC with one class) must not make the mean
+    # NaN: a NaN validation metric stops model selection and early stopping
+    values = [v for v in values if not np.isnan(v)]
     return float(np.mean(values)) if values else float("nan")
 
 

@@ -1,0 +1,49 @@
+"""Metrics against values worked out by hand, with missing labels and undefined tasks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from graphattn.train.metrics import classification_metrics, node_metrics, regression_metrics
+
+NAN = float("nan")
+
+
+def test_regression_metrics_by_hand_per_task_then_averaged():
+    y = np.array([[1.0, 10.0], [2.0, NAN], [3.0, 30.0], [NAN, 20.0]])
+    p = np.array([[1.5, 12.0], [2.0, 99.0], [2.0, 30.0], [99.0, 17.0]])
+    # task 0: errors 0.5, 0, -1 ; task 1: errors 2, 0, -3 (rows with NaN targets left out)
+    rmse = (math.sqrt((0.25 + 0 + 1) / 3) + math.sqrt((4 + 0 + 9) / 3)) / 2
+    mae = (1.5 / 3 + 5 / 3) / 2
+    r2_0 = 1 - 1.25 / 2.0  # sum of squares about the mean 2: 1 + 0 + 1
+    r2_1 = 1 - 13 / 200.0  # about the mean 20: 100 + 100 + 0
+    got = regression_metrics(y, p)
+    assert got["rmse"] == pytest.approx(rmse)
+    assert got["mae"] == pytest.approx(mae)
+    assert got["r2"] == pytest.approx((r2_0 + r2_1) / 2)
+
+
+def test_a_task_with_one_class_is_left_out_of_the_mean_roc_auc():
+    y = np.array([[0, 0], [1, 0], [0, 0], [1, 0.0]])
+    logits = np.array([[-1, 0.2], [1, 0.1], [-2, 0.3], [2, 0.4]])
+    got = classification_metrics(y, logits)
+    assert got["roc_auc"] == 1.0  # task 1 has no positive: its AUC is undefined
+    assert got["accuracy"] == pytest.approx((1.0 + 0.0) / 2)  # task 1: every logit > 0
+    only_one_class = classification_metrics(y[:, 1:], logits[:, 1:])
+    assert math.isnan(only_one_class["roc_auc"])
+
+
+def test_tasks_with_fewer_than_two_labels_are_undefined():
+    y = np.array([[1.0, NAN], [NAN, NAN]])
+    got = regression_metrics(y, np.zeros((2, 2)))
+    assert all(math.isnan(v) for v in got.values())
+
+
+def test_node_metrics_by_hand():
+    got = node_metrics(np.array([0, 0, 1, 2]), np.array([0, 1, 1, 2]))
+    assert got["accuracy"] == 0.75 and got["correct"] == 3 and got["total"] == 4
+    # per-class F1: class 0: p=1, r=0.5 -> 2/3; class 1: p=0.5, r=1 -> 2/3; class 2: 1
+    assert got["macro_f1"] == pytest.approx((2 / 3 + 2 / 3 + 1) / 3)
