@@ -334,3 +334,21 @@ def test_shipped_checkpoints_predict_what_they_predicted_when_shipped(name, mode
     preds, errors = predict_molecules(pretrained_encoder_path(name), smiles, mode=mode)
     assert errors == [""] * 4
     np.testing.assert_allclose(preds.ravel(), SHIPPED_PREDICTIONS[name], rtol=1e-4, atol=1e-4)
+
+
+def test_an_attention_readout_is_inherited_with_its_weights(tmp_path):
+    source = write_csv(tmp_path / "source.csv", "a", 0.5)
+    dataset = MoleculeCSV(source, target_cols=["a"], featurizer=MoleculeFeaturizer())
+    readout = ["attention", "sum"]
+    config = MoleculeTrainConfig(epochs=1, model={**TINY, "readout": readout})
+    train_molecule_model(dataset, config, run_dir=tmp_path / "pre", progress=False)
+    assert load_pretrained_encoder(tmp_path / "pre").architecture["readout"] == readout
+    tuned = train_molecule_model(
+        dataset,
+        MoleculeTrainConfig(epochs=1, init_from=str(tmp_path / "pre")),
+        run_dir=tmp_path / "tuned",
+        progress=False,
+    )
+    assert list(tuned["model"].config.readout) == readout
+    gate = encoder_tensors(load_checkpoint(tmp_path / "pre")["state_dict"])
+    assert any(key.startswith("readout.attention") for key in gate)

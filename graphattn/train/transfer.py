@@ -51,7 +51,8 @@ class PretrainedEncoder:
     Attributes:
         source: the run folder or checkpoint file they came from.
         state_dict: encoder parameters and buffers (no head, no descriptor scaler).
-        architecture: the run's values of :data:`ENCODER_FIELDS`.
+        architecture: the run's values of :data:`ENCODER_FIELDS`, and its ``readout``
+            when that has weights (attention pooling).
         featurizer: the run's featurizer settings (``MoleculeFeaturizer.to_dict``).
     """
 
@@ -157,4 +158,8 @@ def load_pretrained_encoder(run_dir_or_file: str | Path) -> PretrainedEncoder:
     state = {k: v for k, v in state.items() if not k.startswith(_FRESH)}
     config = checkpoint["model_config"]
     architecture = {key: config[key] for key in ENCODER_FIELDS if key in config}
+    if any(key.startswith("readout.") for key in state):
+        # attention pooling has weights, so it is part of the encoder: inherited too
+        # (the weightless mean/sum/max poolings stay free to change)
+        architecture["readout"] = config["readout"]
     return PretrainedEncoder(source, state, architecture, checkpoint["featurizer"])
