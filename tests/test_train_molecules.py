@@ -15,6 +15,7 @@ import torch
 from graphattn.cli.main import main
 from graphattn.datasets.molecules import MoleculeCSV, load_molecule_dataset
 from graphattn.featurize.molecule import MoleculeFeaturizer
+from graphattn.models.molecule import MoleculeModel, MoleculeModelConfig
 from graphattn.train.checkpoint import load_checkpoint
 from graphattn.train.molecules import (
     MoleculeTrainConfig,
@@ -514,6 +515,13 @@ def test_splits_and_targets_the_trainer_cannot_use_are_errors(tmp_path):
             {"model": {"hidden": 16, "dropout": 1.0}},
             "dropout must be at least 0 and below 1, got 1.0",
         ),
+        ({"split": "scafold"}, "split must be 'random' or 'scaffold', got 'scafold'"),
+        ({"task": "regresion"}, r"task must be one of .*, got 'regresion'"),
+        ({"model": {"hiden": 16}}, r"no MoleculeModelConfig field\(s\) \['hiden'\]"),
+        (
+            {"model": {"task": "classification", "mol_dim": 5}},
+            r"sets \['mol_dim', 'task'\], which training takes from the data",
+        ),
     ],
     ids=lambda value: value if isinstance(value, str) else None,
 )
@@ -731,3 +739,54 @@ def test_multitask_classification_selects_epochs_when_one_task_has_one_class_in_
     assert np.isfinite(metrics["val"]["roc_auc"])  # task 'a' alone defines it
     assert metrics["best_epoch"] >= 1  # an epoch was selected (a NaN metric selected none)
     assert metrics["val"]["roc_auc"] == metrics["val"]["per_target"]["a"]["roc_auc"]
+
+
+def test_one_training_molecule_with_descriptors_trains_to_finite_weights():
+    featurizer = MoleculeFeaturizer(descriptors=True)
+    model = MoleculeModel(
+        MoleculeModelConfig(featurizer.atom_dim, featurizer.bond_dim, mol_dim=featurizer.mol_dim)
+    )
+    one = featurizer("CCO")
+    model.fit_descriptor_scaler(one.mol_x)  # a sample std of one row is NaN
+    assert torch.isfinite(model.mol_std).all() and (model.mol_std == 1).all()
+    assert torch.isfinite(model(featurizer("CCCO"))).all()
+
+
+def test_a_model_that_reads_descriptors_names_them_when_they_are_missing():
+    from graphattn import GraphInputError
+
+    with_descriptors = MoleculeFeaturizer(descriptors=True)
+    config = MoleculeModelConfig(
+        with_descriptors.atom_dim, with_descriptors.bond_dim, mol_dim=with_descriptors.mol_dim
+    )
+    with pytest.raises(GraphInputError, match=r"descriptors \(data.mol_x\), which these graphs"):
+        MoleculeModel(config)(MoleculeFeaturizer()("CCO"))
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"mol_dim": -1}, "mol_dim must be an integer >= 0, got -1"),
+        ({"num_tasks": 0}, "num_tasks must be an integer >= 1, got 0"),
+        ({"pe": "rw", "pe_dim": 0}, "pe_dim must be an integer >= 1, got 0"),
+    ],
+)
+def test_model_config_sizes_are_checked(changes, message):
+    from graphattn import GraphInputError
+
+    with pytest.raises(GraphInputError, match=message):
+        MoleculeModelConfig(atom_dim=10, bond_dim=7, **changes)
+
+
+def test_a_data_with_a_batch_vector_pools_each_graph():
+    from torch_geometric.data import Batch, Data
+
+    featurizer = MoleculeFeaturizer()
+    graphs = [featurizer(s) for s in ("CCO", "c1ccccc1")]
+    batch = Batch.from_data_list(graphs)
+    plain = Data(
+        x=batch.x, edge_index=batch.edge_index, edge_attr=batch.edge_attr, batch=batch.batch
+    )
+    model = MoleculeModel(MoleculeModelConfig(featurizer.atom_dim, featurizer.bond_dim)).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(model(plain), model(batch))

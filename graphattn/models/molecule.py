@@ -62,6 +62,9 @@ class MoleculeModelConfig:
         pe: positional encoding added to the atom vectors: ``None``, ``lap`` (Laplacian
             eigenvectors, random sign flips in training) or ``rw`` (random-walk landing
             probabilities); computed per molecule by :meth:`MoleculeModel.pe_transform`.
+            ``lap`` depends on the atom order where eigenvalues repeat (symmetric
+            molecules), so its predictions change with how a SMILES is written; ``rw``
+            does not.
         pe_dim: number of encoding columns k.
         attention: extra keyword arguments of :class:`GraphSelfAttention` (``score``,
             ``normalize``, ``hops``, ``attend``, ``hop_bias``, ...).
@@ -90,6 +93,12 @@ class MoleculeModelConfig:
             raise GraphInputError(f"task must be one of {TASKS}, got {self.task!r}")
         check_architecture(self.hidden, self.layers, self.heads, dropout=self.dropout)
         check_attention_options(self.attention, "MoleculeModelConfig", MOLECULE_LAYER_OPTIONS)
+        for name, least in (("atom_dim", 1), ("bond_dim", 0), ("num_tasks", 1), ("mol_dim", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise GraphInputError(f"{name} must be an integer >= {least}, got {value!r}")
+        if self.pe is not None and (not isinstance(self.pe_dim, int) or self.pe_dim < 1):
+            raise GraphInputError(f"pe_dim must be an integer >= 1, got {self.pe_dim!r}")
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -166,7 +175,9 @@ class MoleculeModel(nn.Module):
     def fit_descriptor_scaler(self, mol_x: Tensor) -> None:
         """Set the descriptor standardisation from the training molecules' ``[n, mol_dim]``."""
         self.mol_mean.copy_(mol_x.mean(0))
-        self.mol_std.copy_(mol_x.std(0).clamp(min=1e-6))
+        # one training molecule has no spread (its sample std is NaN): leave the scale at 1
+        std = mol_x.std(0) if mol_x.size(0) > 1 else torch.ones_like(self.mol_std)
+        self.mol_std.copy_(std.clamp(min=1e-6))
 
     def pe_transform(self):
         """The PyG transform that adds this model's positional encoding (or None)."""
@@ -208,9 +219,19 @@ class MoleculeModel(nn.Module):
         batch = data.batch
         if batch is None:
             batch = torch.zeros(data.num_nodes, dtype=torch.long, device=data.x.device)
-        num_graphs = int(data.num_graphs) if hasattr(data, "num_graphs") else 1
+            num_graphs = 1
+        elif hasattr(data, "num_graphs"):  # a PyG Batch
+            num_graphs = int(data.num_graphs)
+        else:  # a Data given a batch vector by hand
+            num_graphs = int(batch.max()) + 1 if batch.numel() else 0
         pooled = self.readout(self.node_embeddings(data, batch), batch, num_graphs)
         if self.config.mol_dim:
+            if getattr(data, "mol_x", None) is None:
+                raise GraphInputError(
+                    f"this model reads {self.config.mol_dim} whole-molecule descriptors "
+                    "(data.mol_x), which these graphs lack: featurize them as in training, "
+                    "e.g. MoleculeFeaturizer(descriptors=True)"
+                )
             scaled = ((data.mol_x - self.mol_mean) / self.mol_std).clamp(-6.0, 6.0)
             pooled = torch.cat([pooled, scaled], dim=-1)
         return pooled

@@ -32,6 +32,7 @@ from graphattn.datasets.molecules import describe_row
 from graphattn.errors import GraphInputError
 from graphattn.models.checks import check_architecture
 from graphattn.models.molecule import (
+    TASKS,
     MoleculeEnsemble,
     MoleculeModel,
     MoleculeModelConfig,
@@ -224,7 +225,7 @@ def _make_split(dataset, config: MoleculeTrainConfig) -> dict[str, np.ndarray]:
         return random_split(len(dataset), config.fractions, config.seed)
     if config.split == "scaffold":
         return scaffold_split(list(dataset.smiles), config.fractions, config.seed)
-    raise ValueError(f"split must be 'random' or 'scaffold', got {config.split!r}")
+    raise GraphInputError(f"split must be 'random' or 'scaffold', got {config.split!r}")
 
 
 def check_train_config(config: MoleculeTrainConfig) -> None:
@@ -234,6 +235,20 @@ def check_train_config(config: MoleculeTrainConfig) -> None:
     :func:`train_molecule_model` calls it first; ``graphattn train`` calls it before it
     reads any data, so that a bad setting does not wait for the featurizer.
     """
+    model_fields = {f.name for f in fields(MoleculeModelConfig)}
+    unknown = sorted(set(config.model) - model_fields)
+    if unknown:
+        raise GraphInputError(f"model={config.model!r}: no MoleculeModelConfig field(s) {unknown}")
+    taken = sorted(set(config.model) & set(_FROM_DATA))
+    if taken:
+        raise GraphInputError(
+            f"model={config.model!r} sets {taken}, which training takes from the data and "
+            "the featurizer (set task on the training config)"
+        )
+    if config.split not in ("random", "scaffold"):
+        raise GraphInputError(f"split must be 'random' or 'scaffold', got {config.split!r}")
+    if config.task not in TASKS:
+        raise GraphInputError(f"task must be one of {TASKS}, got {config.task!r}")
     architecture = {f.name: f.default for f in fields(MoleculeModelConfig) if f.name in _ARCH}
     architecture.update({k: v for k, v in config.model.items() if k in _ARCH})
     check_architecture(**architecture)
@@ -253,6 +268,7 @@ def check_train_config(config: MoleculeTrainConfig) -> None:
 
 
 _ARCH = ("hidden", "layers", "heads", "dropout")  # MoleculeModelConfig's ranged fields
+_FROM_DATA = ("atom_dim", "bond_dim", "num_tasks", "mol_dim", "task")  # set by the trainer
 
 
 def _check_not_empty(dataset, run_dir: str | Path | None) -> None:
