@@ -419,3 +419,14 @@ def test_predict_names_the_line_of_a_field_over_the_csv_limit(two_target_run, tm
     )
     assert code == 2
     assert "in.csv, line 2: not valid CSV (field larger than" in capsys.readouterr().err
+
+
+def test_evaluate_leaves_unparsable_rows_out_of_the_metrics(two_target_run):
+    from graphattn.train.molecules import evaluate_molecules
+
+    smiles = ["CCO", "not a smiles", "CCCO", "CCCCO"]
+    targets = np.array([[0.5, 5.0], [9.0, 90.0], [1.0, 10.0], [1.5, 15.0]])
+    everything = evaluate_molecules(two_target_run, smiles, targets)
+    parsed = evaluate_molecules(two_target_run, ["CCO", "CCCO", "CCCCO"], targets[[0, 2, 3]])
+    assert everything["num_failed"] == 1 and parsed["num_failed"] == 0
+    assert everything["metrics"] == parsed["metrics"]

@@ -391,3 +391,15 @@ def test_lanczos_finds_the_bottom_of_a_clustered_spectrum(graph: nx.Graph) -> No
     lanczos, _ = laplacian_eigenpairs(edges, n, 4, dense_max_nodes=0)
     dense, _ = laplacian_eigenpairs(edges, n, 4, dense_max_nodes=10**6)
     torch.testing.assert_close(lanczos, dense, rtol=1e-5, atol=1e-9)
+
+
+def test_sign_flips_are_drawn_per_graph():
+    encoder = PositionalEncoder(4, 4)
+    with torch.no_grad():
+        encoder.proj.weight.copy_(torch.eye(4))
+        encoder.proj.bias.zero_()
+    pe, x = torch.rand(4, 4) + 0.5, torch.zeros(4, 4)
+    batch = torch.tensor([0, 0, 1, 1])
+    signs = [torch.sign(encoder(x, pe, batch)) for _ in range(20)]
+    # nodes 0 and 2 (graphs 0 and 1) get one sign per column each; they must differ sometimes
+    assert any(bool((s[0] != s[2]).any()) for s in signs)

@@ -47,3 +47,17 @@ def test_node_metrics_by_hand():
     assert got["accuracy"] == 0.75 and got["correct"] == 3 and got["total"] == 4
     # per-class F1: class 0: p=1, r=0.5 -> 2/3; class 1: p=0.5, r=1 -> 2/3; class 2: 1
     assert got["macro_f1"] == pytest.approx((2 / 3 + 2 / 3 + 1) / 3)
+
+
+def test_single_task_metrics_by_hand():
+    got = regression_metrics(np.array([1.0, 2, 3, 4]), np.array([2.0, 2, 2, 6]))
+    # errors 1, 0, -1, 2: RMSE sqrt(6/4), MAE 1; about the mean 2.5 the squares sum to 5
+    assert got["rmse"] == pytest.approx(math.sqrt(1.5))
+    assert got["mae"] == pytest.approx(1.0)
+    assert got["r2"] == pytest.approx(1 - 6 / 5)
+    # logits, not probabilities: 0.5 is a positive prediction; the ranking is perfect
+    got = classification_metrics(np.array([0.0, 1, 0, 1]), np.array([0.5, 2.0, -1.0, 1.0]))
+    assert got["roc_auc"] == pytest.approx(1.0) and got["accuracy"] == pytest.approx(0.75)
+    # macro F1 averages the classes alike: class 0 scores 6/7, class 1 (never predicted) 0
+    got = node_metrics(np.array([0, 0, 0, 1]), np.array([0, 0, 0, 0]))
+    assert got["macro_f1"] == pytest.approx((6 / 7 + 0) / 2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from graphattn.optim import adamw
@@ -31,3 +32,17 @@ def test_fused_on_cpu_and_same_updates_as_default() -> None:
 def test_meta_parameters_fall_back_to_the_default() -> None:
     params = torch.nn.Linear(2, 2, device="meta").parameters()
     assert not adamw(params, lr=1e-3).defaults["fused"]
+
+
+def test_warmup_cosine_starts_at_a_step_of_warmup_and_ends_at_the_final_fraction():
+    from graphattn.train.loop import warmup_cosine
+
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    schedule = warmup_cosine(optimizer, 4, 10, final_fraction=0.01)
+    rates = []
+    for _ in range(12):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        schedule.step()
+    assert rates[:5] == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.0])  # no step at lr 0
+    assert rates[10] == pytest.approx(0.01) and rates[11] == pytest.approx(0.01)

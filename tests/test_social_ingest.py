@@ -660,3 +660,27 @@ def test_labels_whose_ids_match_no_edge_list_node_are_an_error(tmp_path):
         load_node_graph(edges, labels={100.0: "a", 101.0: "b"})
     partial = write(tmp_path, "p.csv", "100,a\n7,b\n")  # one id in the edge list is enough
     assert load_node_graph(edges, labels=partial).y.tolist() == [1, 0, -1, -1]  # 7 first
+
+
+def test_to_networkx_takes_class_scores():
+    data = from_networkx(nx.path_graph(4))
+    scores = torch.tensor([[0.1, 0.9, 0.0], [0.8, 0.1, 0.1], [0.0, 0.0, 1.0], [0.3, 0.6, 0.1]])
+    graph = to_networkx(data, predictions=scores)
+    assert [graph.nodes[n]["prediction"] for n in graph] == [1, 0, 2, 1]
+
+
+def test_text_features_count_bigrams_and_are_non_negative():
+    swapped = text_features(["new york city", "york new city"], 1 << 16)
+    assert not torch.allclose(swapped[0], swapped[1])  # word order reaches the bigrams
+    many = text_features([f"word{i} other{i} thing{i % 7}" for i in range(200)], 64)
+    assert (many >= 0).all()
+
+
+def test_load_node_graph_keeps_direction_when_asked(tmp_path):
+    data = load_node_graph(write(tmp_path, "e.txt", "0 1\n1 2\n"), directed=True)
+    assert data.graph_report.directed and data.edge_index.tolist() == [[0, 1], [1, 2]]
+
+
+def test_a_first_line_of_mixed_ids_is_data(tmp_path):
+    edge_index, ids, _ = read_edge_list(write(tmp_path, "e.txt", "a 1\nb 2\nc 3\n"))
+    assert edge_index.size(1) == 6 and "a" in ids

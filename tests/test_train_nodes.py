@@ -292,3 +292,99 @@ def test_an_empty_test_part_warns_and_writes_a_run_without_test_figures(tmp_path
     assert math.isnan(metrics["test"]["accuracy"])  # null in metrics.json
     assert (tmp_path / "graph.png").exists() and (tmp_path / "predictions.csv").exists()
     assert not (tmp_path / "confusion_matrix.png").exists()
+
+
+# ----------------------------------------------------------------------------- label inputs
+
+
+def test_train_inputs_hide_exactly_the_scored_labels():
+    from graphattn.train.nodes import _train_inputs
+
+    generator = torch.Generator().manual_seed(0)
+    y, train = torch.arange(20) % 3, torch.arange(20) < 12
+    for _ in range(10):
+        known, scored = _train_inputs(y, train, 0.5, generator)
+        assert scored.any() and not (scored & ~train).any()
+        assert (known[scored] == -1).all() and (known[~train] == -1).all()
+        assert torch.equal(known[train & ~scored], y[train & ~scored])
+
+
+def spied_karate_run(monkeypatch, tmp_path, **settings):
+    """Train on karate (0.5/0.25/0.25) recording each forward's mode, known labels and
+    predictions, and the number of rows of each training loss."""
+    import torch.nn.functional as F
+
+    from graphattn.models.node import NodeClassifier
+
+    calls, loss_rows = [], []
+    forward, cross_entropy = NodeClassifier.forward, F.cross_entropy
+
+    def spy(self, x, edge_index, known_labels=None, *args, **kwargs):
+        out = forward(self, x, edge_index, known_labels, *args, **kwargs)
+        known = None if known_labels is None else known_labels.clone()
+        calls.append((self.training, known, out.argmax(-1)))
+        return out
+
+    def loss_spy(logits, target, *args, **kwargs):
+        loss_rows.append(logits.size(0))
+        return cross_entropy(logits, target, *args, **kwargs)
+
+    monkeypatch.setattr(NodeClassifier, "forward", spy)
+    monkeypatch.setattr(F, "cross_entropy", loss_spy)
+    data = load_node_dataset("karate")
+    masks = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    config = NodeTrainConfig(**{"epochs": 6, "patience": 6, "label_inputs": True, **settings})
+    metrics = train_node_model(data, masks, config, run_dir=tmp_path, progress=False)
+    history = json.loads((tmp_path / "history.json").read_text())["history"]
+    return data, masks, calls, loss_rows, metrics, history
+
+
+def test_label_inputs_show_only_training_labels_and_score_only_hidden_ones(monkeypatch, tmp_path):
+    data, (train, val, test), calls, loss_rows, _, _ = spied_karate_run(monkeypatch, tmp_path)
+    training = [known for is_training, known, _ in calls if is_training]
+    assert len(training) == len(loss_rows) == 6
+    for known, rows in zip(training, loss_rows, strict=True):
+        assert (known[val | test] == -1).all()
+        assert rows == int((train & (known == -1)).sum())  # the loss scores the hidden ones
+    evaluation = [known for is_training, known, _ in calls if not is_training]
+    assert evaluation and all(k is not None for k in evaluation)
+    for known in evaluation:  # scoring val and test: every training label, no other
+        assert (known[val | test] == -1).all() and torch.equal(known[train], data.y[train])
+
+
+def test_history_and_metrics_score_the_validation_nodes_of_the_kept_epoch(monkeypatch, tmp_path):
+    data, (train, val, test), calls, _, metrics, history = spied_karate_run(
+        monkeypatch, tmp_path, epochs=40, patience=40
+    )
+    assert metrics["best_epoch"] < len(history)  # the setting: the kept epoch is not the last
+    per_epoch = [pred for is_training, _, pred in calls if not is_training][: len(history)]
+    for record, pred in zip(history, per_epoch, strict=True):
+        expected = float((pred[val] == data.y[val]).float().mean())
+        assert record["val_accuracy"] == pytest.approx(expected)
+    best = history[metrics["best_epoch"] - 1]
+    assert best["best"] and metrics["val"]["accuracy"] == pytest.approx(best["val_accuracy"])
+    assert not metrics["model"].training  # predictions come from eval mode (no dropout)
+    rows = list(csv.DictReader((tmp_path / "predictions.csv").read_text().splitlines()))
+    for row in rows:  # the predicted class is the most probable one, from the same inputs
+        probs = [float(row[f"prob_{name}"]) for name in data.label_names]
+        assert row["predicted"] == data.label_names[probs.index(max(probs))]
+
+
+def test_label_inputs_default_follows_the_share_of_labelled_training_nodes():
+    data = load_node_dataset("karate")
+    few = node_split_masks(data.y, labels_per_class=1, seed=0)
+    many = node_split_masks(data.y, (0.6, 0.2, 0.2), seed=0)
+    one_epoch = NodeTrainConfig(epochs=1)
+    assert train_node_model(data, few, one_epoch, progress=False)["label_inputs"] is False
+    assert train_node_model(data, many, one_epoch, progress=False)["label_inputs"] is True
+
+
+def test_a_known_label_of_class_zero_is_an_input():
+    from graphattn.models.node import NodeClassifier, NodeModelConfig
+
+    torch.manual_seed(0)
+    model = NodeClassifier(NodeModelConfig(4, 3, hidden=8, heads=2, label_inputs=True)).eval()
+    x, edge_index = torch.randn(3, 4), torch.tensor([[0, 1], [1, 2]])
+    unknown = model(x, edge_index, torch.tensor([-1, -1, -1]))
+    class_zero = model(x, edge_index, torch.tensor([0, -1, -1]))
+    assert not torch.allclose(unknown[0], class_zero[0])

@@ -119,11 +119,23 @@ def test_hybrid_layer_runs_in_both_modes_and_keeps_graphs_apart():
     dense = hybrid(x, edge_index, edge_attr, batch, mode="dense")
     assert sparse.shape == x.shape
     torch.testing.assert_close(sparse, dense, atol=1e-5, rtol=1e-5)
-    y = x.clone()
-    y[batch == 0] += 1.0
+    y = x.clone()  # new features for graph 0 (not a constant shift, which the norm removes)
+    y[batch == 0] = 3 * torch.randn(int((batch == 0).sum()), 16)
     torch.testing.assert_close(
         hybrid(y, edge_index, edge_attr, batch)[batch == 1], sparse[batch == 1]
     )
+
+
+def test_hybrid_layer_is_its_formula():
+    # h = x + local(norm(x)) + global(norm(x)); out = h + ffn(norm(h)), in eval mode
+    torch.manual_seed(0)
+    x = 3 * torch.randn(6, 8) + 1
+    edge_index = torch.tensor([[0, 1, 2, 3, 4], [1, 2, 3, 4, 5]])
+    layer = HybridLayer(8, heads=2).eval()
+    with torch.no_grad():
+        normed = layer.norm_attention(x)
+        h = x + layer.local(normed, edge_index) + layer.global_(normed, edge_index)
+        torch.testing.assert_close(layer(x, edge_index), h + layer.ffn(layer.norm_ffn(h)))
 
 
 def test_hybrid_layer_gives_attend_and_hop_bias_to_its_local_branch():
