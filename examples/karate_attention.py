@@ -23,7 +23,8 @@ settings = dict(DATASET_DEFAULTS["karate"])
 if args.epochs is not None:
     settings["epochs"] = args.epochs
 config = NodeTrainConfig(**settings)
-metrics = train_node_model(data, {"train": train, "val": val, "test": test}, config)
+masks = {"train": train, "val": val, "test": test}
+metrics = train_node_model(data, masks, config, dataset_name="karate")
 print(f"{metrics['test']['correct']}/{metrics['test']['total']} members labelled correctly")
 
 model = metrics["model"].eval()

@@ -12,7 +12,7 @@ from graphattn.datasets import load_molecule_dataset
 from graphattn.train import MoleculeTrainConfig, predict_molecules, train_molecule_model
 from graphattn.train.molecules import DATASET_DEFAULTS
 
-parser = argparse.ArgumentParser()
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--data-dir", help="folder with esol/delaney-processed.csv")
 parser.add_argument("--epochs", type=int, help="default: the library's (80)")
 parser.add_argument("--out", default="runs/example_esol")

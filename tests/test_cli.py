@@ -66,18 +66,33 @@ def test_the_train_help_states_the_architecture_defaults():
 
 
 @pytest.mark.parametrize("flag", MOLECULE_ONLY_FLAGS)
-def test_node_training_refuses_every_molecule_only_flag(tmp_path, flag):
+def test_node_training_refuses_every_molecule_only_flag(tmp_path, capsys, flag):
     option = "--" + flag.replace("_", "-")
     (action,) = [a for a in subcommands()["train"]._actions if option in a.option_strings]
     value = [] if action.nargs == 0 else [action.choices[-1] if action.choices else "2"]
-    with pytest.raises(SystemExit, match=f"{option} applies to molecule training only"):
+    with pytest.raises(SystemExit) as exit_info:
         main(["train", "--dataset", "karate", option, *value, "--out", str(tmp_path / "r")])
+    assert exit_info.value.code == 2
+    assert f"graphattn: error: {option} applies to molecule training only" in (
+        capsys.readouterr().err
+    )
     assert not (tmp_path / "r").exists()
 
 
-def test_molecule_training_refuses_labels_per_class(tmp_path):
-    with pytest.raises(SystemExit, match="--labels-per-class applies to node training only"):
+def test_molecule_training_refuses_labels_per_class(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
         main(["train", "--dataset", "esol", "--labels-per-class", "3", "--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert "--labels-per-class applies to node training only" in capsys.readouterr().err
+
+
+def test_an_out_path_that_is_a_file_is_refused_before_the_data_is_read(tmp_path, capsys):
+    taken = tmp_path / "notes.txt"
+    taken.write_text("not a run folder")
+    args = ["train", "--dataset", "esol", "--data-dir", str(tmp_path / "nowhere")]
+    assert main([*args, "--out", str(taken)]) == 2
+    err = capsys.readouterr().err
+    assert "notes.txt" in err and "not found" not in err  # the data folder was never read
 
 
 @pytest.mark.parametrize(
@@ -103,6 +118,7 @@ def test_molecule_training_refuses_labels_per_class(tmp_path):
             "; karate ships with networkx",
         ),
         (["--edges", "e.txt"], "--edges needs --labels, a file of node labels"),
+        (["--csv", "m.csv"], "--csv needs at least one --target-col"),
     ],
     ids=lambda value: " ".join(value) if isinstance(value, list) else None,
 )

@@ -411,6 +411,14 @@ def _check_train_sources(parser: argparse.ArgumentParser, args: argparse.Namespa
         )
     if args.edges is not None and args.labels is None:
         parser.error("--edges needs --labels, a file of node labels to learn from")
+    if args.csv is not None and not args.target_cols:
+        parser.error("--csv needs at least one --target-col")
+    # a flag only the other kind of training uses would be ignored
+    nodes = args.edges is not None or args.dataset in NODE_SETS
+    flags, kind = (MOLECULE_ONLY_FLAGS, "molecule") if nodes else (NODE_ONLY_FLAGS, "node")
+    for flag in flags:
+        if getattr(args, flag) not in (None, [], False):
+            parser.error(f"{_flag(flag)} applies to {kind} training only")
 
 
 def _flag(dest: str) -> str:
@@ -418,18 +426,14 @@ def _flag(dest: str) -> str:
     return "--target-col" if dest == "target_cols" else "--" + dest.replace("_", "-")
 
 
-def _refuse_flags(args: argparse.Namespace, flags: tuple[str, ...], kind: str) -> None:
-    """Stop on a flag that only the other kind of training uses (it would be ignored)."""
-    for flag in flags:
-        if getattr(args, flag) not in (None, [], False):
-            raise SystemExit(f"{_flag(flag)} applies to {kind} training only")
-
-
 def _overrides(args: argparse.Namespace, names: tuple[str, ...]) -> dict:
     return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from graphattn.train.loop import check_run_folder
+
+    check_run_folder(args.out)  # an --out that is a file fails now, not after the data
     if args.edges is not None or (args.dataset in NODE_SETS):
         return _train_nodes(args)
     return _train_molecules(args)
@@ -444,15 +448,12 @@ def _train_molecules(args: argparse.Namespace) -> int:
     from graphattn.featurize.molecule import MoleculeFeaturizer
     from graphattn.train.molecules import check_train_config, train_molecule_model
 
-    _refuse_flags(args, NODE_ONLY_FLAGS, "node")
     features = {
         "descriptors": not args.no_descriptors,
         "contributions": args.atom_contributions,
         "xtb": args.xtb_energies,
     }
     if args.csv is not None:
-        if not args.target_cols:
-            raise SystemExit("graphattn train --csv needs at least one --target-col")
         name, featurizer = args.csv.name, MoleculeFeaturizer(**features)
     else:
         name = args.dataset or DEFAULT_DATASET
@@ -508,7 +509,6 @@ def _molecule_config(args: argparse.Namespace, name: str):
 def _train_nodes(args: argparse.Namespace) -> int:
     from graphattn.train.nodes import DATASET_DEFAULTS, NodeTrainConfig, train_node_model_cli
 
-    _refuse_flags(args, MOLECULE_ONLY_FLAGS, "molecule")
     settings = dict(DATASET_DEFAULTS.get(args.dataset, {})) if args.edges is None else {}
     names = ("epochs", "lr", "patience", "hidden", "layers", "heads", "labels_per_class")
     settings.update(_overrides(args, names))

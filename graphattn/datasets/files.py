@@ -249,7 +249,7 @@ def resolve_file(
     also = f" The data set needs {', '.join(others)} there too." if others else ""
     raise DatasetUnavailableError(
         f"data set {name!r}: file {filename!r} not found and {reason}.\n"
-        f"Looked in:\n  {looked}\n"
-        f"Put {filename} (from {origin}, sha256 {expected}) in one of these folders, "
+        f"Looked for:\n  {looked}\n"
+        f"Put {filename} (from {origin}, sha256 {expected}) at one of these paths, "
         f"or pass --data-dir DIR / set GRAPHATTN_DATA=DIR with DIR/{name}/{filename}.{also}"
     )
