@@ -83,12 +83,14 @@ from _common import (
 from rdkit import Chem, RDConfig, rdBase
 
 from graphattn.datasets.molecules import MoleculeCSV, dataset_featurizer, load_molecule_dataset
+from graphattn.errors import GraphInputError
 from graphattn.featurize.descriptors import DESCRIPTOR_NAMES, molecule_descriptors
 from graphattn.featurize.molecule import InvalidSmilesError, MoleculeFeaturizer, parse_smiles
 from graphattn.models.molecule import MoleculeModelConfig
 from graphattn.pretrained.xtb import PLAUSIBLE_KCAL, corpus_molecule_ok, xtb_hydration_energies
 from graphattn.train.molecules import (
     MoleculeTrainConfig,
+    check_train_config,
     dataset_train_settings,
     train_molecule_model,
 )
@@ -619,6 +621,10 @@ def main(argv: list[str] | None = None) -> int:
         unknown = sorted(set(given) - {f.name for f in fields(settings) if f.init})
         if unknown:
             raise SystemExit(f"{flag}: no {settings.__name__} field(s) {unknown}")
+    try:  # the checks training makes, such as fields it takes from the data
+        check_train_config(MoleculeTrainConfig(model=dict(args.pretrain_model)))
+    except GraphInputError as err:
+        raise SystemExit(f"--pretrain-model: {err}") from err
     if args.corpus == MOSES_CORPUS:
         check_moses_file(args.moses_file)
     setup(args)

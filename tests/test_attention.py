@@ -649,7 +649,7 @@ def test_a_graph_without_pairs_still_backpropagates_to_every_projection(kernel):
         (lambda: GraphSelfAttention(8, 0, heads=1), r"out_channels must be an integer >= 1, got 0"),
         (lambda: GraphSelfAttention(8, 8, heads=0), r"heads must be an integer >= 1, got 0"),
         (lambda: GraphSelfAttention(8.5, 8), r"in_channels must be an integer >= 1, got 8.5"),
-        (lambda: GraphSelfAttention(8, 8, edge_dim=0), r"edge_dim must be an integer >= 1"),
+        (lambda: GraphSelfAttention(8, 8, edge_dim=-1), r"edge_dim must be an integer >= 1"),
         (lambda: GraphSelfAttention(8, 8, dropout="0.1"), r"dropout must be .*, got '0.1'"),
         (
             lambda: GraphSelfAttention(8, 8, max_dense_bytes="1GB"),
@@ -663,6 +663,10 @@ def test_a_graph_without_pairs_still_backpropagates_to_every_projection(kernel):
 def test_constructor_arguments_out_of_range_are_named(build, message):
     with pytest.raises(GraphInputError, match=message):
         build()
+
+
+def test_edge_dim_0_means_no_edge_features_as_before():
+    assert GraphSelfAttention(8, 8, edge_dim=0).lin_edge is None
 
 
 def test_numpy_integers_are_accepted_for_counts():
@@ -741,22 +745,24 @@ def test_attention_matrix_has_a_block_for_empty_graphs_at_the_end_of_a_batch():
         layer.attention_matrix(batch.x, batch.edge_index, batch=batch.batch, num_graphs=0)
 
 
-def test_dense_memory_estimate_counts_the_explicit_path_when_weights_are_returned():
-    from graphattn.ops.dense import dense_memory_bytes
-
-    pairs, heads = 10 * 10, 4
-    default = dense_memory_bytes(1, 10, heads, 8)
-    explicit = dense_memory_bytes(1, 10, heads, 8, explicit=True)
-    assert default == explicit == pairs + 6 * pairs * heads * 4
-    assert dense_memory_bytes(1, 10, heads, 8, explicit=False) == pairs + 3 * pairs * heads * 4
-    layer, sizes = make_layer(), graph_sizes(10, None)
-    assert layer.dense_bytes(sizes) == dense_memory_bytes(1, 10, heads, 4, explicit=False)
-    assert layer.dense_bytes(sizes, need_weights=True) == dense_memory_bytes(1, 10, heads, 4)
-    with_edges = make_layer(edge_dim=3).dense_bytes(sizes)
-    assert with_edges == pairs + 6 * pairs * heads * 4 + 4 * pairs * heads * 4 * 4
-    # the budget follows: a call returning the weights is refused where one without passes
+def test_dense_memory_budget_counts_what_a_call_allocates():
+    # returned weights and a backward pass each need more than a forward-only call on the
+    # fused path: a budget that fits that call refuses the others, and the old budget
+    # (before gradients were counted) let a training step through at up to twice it
     x, edge_index = torch.randn(10, 8), torch.tensor([[0, 1], [1, 2]])
-    layer = make_layer(mode="dense", max_dense_bytes=layer.dense_bytes(sizes))
-    layer(x, edge_index)
+    sizes = graph_sizes(10, None)
+    layer = make_layer(mode="dense")
+    with torch.no_grad():
+        forward_only = layer.dense_bytes(sizes)
+        weights_no_grad = layer.dense_bytes(sizes, need_weights=True)
+    assert layer.dense_bytes(sizes) == forward_only  # fused path: no explicit gradients
+    assert layer.dense_bytes(sizes, need_weights=True) > weights_no_grad > 0
+    layer.max_dense_bytes = weights_no_grad
+    with torch.no_grad():
+        layer(x, edge_index, return_attention=True)  # fits
     with pytest.raises(DenseMemoryError):
-        layer(x, edge_index, return_attention=True)
+        layer(x, edge_index, return_attention=True)  # with gradients it does not
+    edges = make_layer(mode="dense", edge_dim=3)
+    with torch.no_grad():
+        inference = edges.dense_bytes(sizes)
+    assert edges.dense_bytes(sizes) > inference  # edge features: the explicit path

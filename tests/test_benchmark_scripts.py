@@ -93,6 +93,7 @@ def test_pretraining_refuses_a_bad_encoder_override_before_building_the_corpus(t
         ('{"dropot": 0}', "no MoleculeModelConfig field(s) ['dropot']"),
         ("[0]", "needs a JSON object of fields"),
         ("{dropout", "not JSON"),
+        ('{"task": "classification"}', "which training takes from the data"),
     ):
         result = run_script("pretraining.py", "--pretrain-model", value, "--out", str(tmp_path))
         assert result.returncode != 0 and message in result.stderr

@@ -153,6 +153,8 @@ def test_a_folder_in_place_of_the_file_is_named(toy, tmp_path, monkeypatch):
     (tmp_path / "data" / "toy" / "toy.csv").mkdir(parents=True)
     with pytest.raises(DatasetUnavailableError, match=r"toy/toy.csv is a folder; the file"):
         resolve_file("toy", "toy.csv", tmp_path / "data")
+    (tmp_path / "data" / "toy.csv").write_bytes(DATA)  # a later candidate is still found
+    assert resolve_file("toy", "toy.csv", tmp_path / "data") == tmp_path / "data" / "toy.csv"
 
 
 def test_a_cache_that_cannot_be_written_is_not_called_a_failed_download(toy, monkeypatch):

@@ -61,3 +61,9 @@ def test_single_task_metrics_by_hand():
     # macro F1 averages the classes alike: class 0 scores 6/7, class 1 (never predicted) 0
     got = node_metrics(np.array([0, 0, 0, 1]), np.array([0, 0, 0, 0]))
     assert got["macro_f1"] == pytest.approx((6 / 7 + 0) / 2)
+
+
+def test_nan_predictions_stay_visible_in_the_mean():
+    y = np.array([[1.0, 2.0], [2.0, 3.0], [3.0, 4.0]])
+    p = np.array([[1.0, NAN], [2.0, NAN], [3.0, NAN]])  # a diverged second head
+    assert math.isnan(regression_metrics(y, p)["rmse"])

@@ -334,3 +334,17 @@ def test_a_semicolon_separated_file_gets_a_hint(tmp_path) -> None:
     path = write(tmp_path, "smiles;y\nCCO;1\n")
     with pytest.raises(GraphInputError, match=r"\['smiles;y'\] \(one column: .* is it ';', tab"):
         MoleculeCSV(path, target_cols=["y"])
+
+
+def test_comment_and_blank_lines_are_skipped_only_where_a_row_starts(tmp_path, caplog) -> None:
+    # lines 2-3 are comments, the row on lines 4-5 holds a line break, and the quoted
+    # field on lines 6-7 holds a line that starts like a comment
+    text = 'smiles,y,note\n# c1\n# c2\nCCO,1,"two\nlines"\nCC,2,"a\n# not a comment"\n""\n'
+    with caplog.at_level(logging.WARNING):
+        data = MoleculeCSV(write(tmp_path, text), target_cols=["y"], comment="#")
+    assert data.smiles == ["CCO", "CC"] and data.num_rows_read == 3
+    assert "2 row(s) hold a line break inside a quoted field (first: the row on lines 4-5)" in (
+        caplog.text
+    )
+    (empty,) = data.skipped  # an empty quoted SMILES is a row, not a blank line
+    assert empty.row == 2 and empty.smiles == ""

@@ -68,6 +68,7 @@ class CsvRows:
         self.line = 0
         self.multiline = 0
         self._first_multiline: tuple[int, int] | None = None
+        self._row_start: int | None = None  # the line the row being read started on
         self._handle = None
 
     def __enter__(self) -> CsvRows:
@@ -80,20 +81,23 @@ class CsvRows:
             warn_multiline_rows(self.path, self.multiline, *self._first_multiline)
 
     def _lines(self) -> Iterator[str]:
+        """The lines fed to the csv reader: blank and comment lines are skipped where a
+        row starts, never inside a quoted field."""
         for number, text in enumerate(self._handle, start=1):
             self.line = number
-            if not (self.comment and text.startswith(self.comment)):
-                yield text
+            if self._row_start is None:
+                if not text.strip() or (self.comment and text.startswith(self.comment)):
+                    continue
+                self._row_start = number
+            yield text
 
     def __iter__(self) -> Iterator[list[str]]:
         reader = csv.reader(self._lines())
         try:
-            end = 0
             for fields in reader:
-                start, end = end + 1, self.line
-                if not fields or (len(fields) == 1 and not fields[0].strip()):
-                    continue  # a blank line
-                if end > start and any("\n" in f or "\r" in f for f in fields):
+                start, end = self._row_start, self.line
+                self._row_start = None
+                if end > start:  # a quoted field held a line break
                     self.multiline += 1
                     self._first_multiline = self._first_multiline or (start, end)
                 yield fields

@@ -23,8 +23,8 @@ import http.client
 import io
 import os
 import shutil
-import tempfile
 import urllib.request
+import uuid
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,17 +180,15 @@ def _write_cache(files: dict[str, bytes], target_dir: Path) -> None:
 
 
 def _atomic_write(path: Path, payload: bytes) -> None:
-    with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
-        tmp.write(payload)
+    # Created with os.open and mode 0o666, so the umask applies as to any file the user
+    # makes (tempfile's 0600 left a cache shared by a lab or a CI runner unreadable).
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.part")
     try:
-        # mkstemp makes the file private (0600); a cache shared by a lab or a CI runner
-        # must be readable by the other users, as any file the user creates would be
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp.name, 0o666 & ~umask)
-        shutil.move(tmp.name, path)
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb") as out:
+            out.write(payload)
+        shutil.move(tmp, path)
     except BaseException:
-        Path(tmp.name).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -225,11 +223,12 @@ def resolve_file(
     for path in candidates:
         if path.is_file():
             return _verify(path, expected)
-        if path.is_dir():
-            raise DatasetUnavailableError(
-                f"data set {name!r}: {path} is a folder; the file {filename} itself must "
-                "be there (was an archive unpacked one level too deep?)"
-            )
+    folder = next((path for path in candidates if path.is_dir()), None)
+    if folder is not None:
+        raise DatasetUnavailableError(
+            f"data set {name!r}: {folder} is a folder; the file {filename} itself must "
+            "be there (was an archive unpacked one level too deep?)"
+        )
 
     cached = cache_dir() / name / filename
     if download:

@@ -42,6 +42,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 import networkx as nx
@@ -606,9 +607,9 @@ def _check_labels_meet_edges(
 ) -> None:
     """Raise when not one labelled node is in the edge list: the two files write the ids
     differently (``100`` and ``100.0``), and every labelled node would be isolated."""
-    in_edges = set(rows.src) | set(rows.dst)
-    if not label_map or not in_edges or not in_edges.isdisjoint(label_map):
+    if not label_map or not rows.src or any(n in label_map for n in chain(rows.src, rows.dst)):
         return
+    in_edges = set(rows.src) | set(rows.dst)
     source = "the label dict" if isinstance(labels, Mapping) else str(labels)
     raise GraphInputError(
         f"{source}: none of its {len(label_map)} labelled node ids is a node of the edge "

@@ -47,7 +47,6 @@ KNOWN_COLUMNS = frozenset(
      "destination", "from", "to", "id_1", "id_2", "id1", "id2", "node1", "node2",
      "node_1", "node_2", "source_id", "target_id")
 )  # fmt: skip
-_LINE_END = re.compile(r"\r\n|\r|\n")
 _CANONICAL_INT = re.compile(r"-?(0|[1-9][0-9]*)\Z")
 _DIGITS = re.compile(r"[0-9]+")
 
@@ -95,7 +94,8 @@ def _open_rows(path: Path, delimiter: str | None) -> tuple[list[tuple[int, list[
         raise not_utf8_error(path, err) from err
     # Lines end at \n, \r\n or \r only: str.splitlines() also breaks at U+2028, form
     # feeds and other characters that scraped page names hold.
-    lines = _LINE_END.split(text.removesuffix("\n").removesuffix("\r"))
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = text.removesuffix("\n").split("\n")
     if delimiter is None:
         delimiter = _sniff_delimiter(lines)
     if delimiter in (WHITESPACE, " "):

@@ -6,6 +6,7 @@ atom features -> atom encoder -> L x GraphTransformerLayer (bond features in att
 
 from __future__ import annotations
 
+import operator
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -93,12 +94,18 @@ class MoleculeModelConfig:
             raise GraphInputError(f"task must be one of {TASKS}, got {self.task!r}")
         check_architecture(self.hidden, self.layers, self.heads, dropout=self.dropout)
         check_attention_options(self.attention, "MoleculeModelConfig", MOLECULE_LAYER_OPTIONS)
-        for name, least in (("atom_dim", 1), ("bond_dim", 0), ("num_tasks", 1), ("mol_dim", 0)):
+        sizes = [("atom_dim", 1), ("bond_dim", 0), ("num_tasks", 1), ("mol_dim", 0)]
+        if self.pe is not None:
+            sizes.append(("pe_dim", 1))
+        for name, least in sizes:  # NumPy integers too, as the layers take them
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            try:
+                size = None if isinstance(value, bool) else operator.index(value)
+            except TypeError:
+                size = None
+            if size is None or size < least:
                 raise GraphInputError(f"{name} must be an integer >= {least}, got {value!r}")
-        if self.pe is not None and (not isinstance(self.pe_dim, int) or self.pe_dim < 1):
-            raise GraphInputError(f"pe_dim must be an integer >= 1, got {self.pe_dim!r}")
+            setattr(self, name, size)
 
     def to_dict(self) -> dict:
         d = asdict(self)

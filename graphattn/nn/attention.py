@@ -41,7 +41,6 @@ from graphattn.ops.gather import gather_edge_attention
 from graphattn.ops.graph import (
     ATTEND,
     EdgeSet,
-    check_finite,
     prepare_edges,
     validate_node_features,
 )
@@ -137,7 +136,7 @@ class GraphSelfAttention(nn.Module):
                 ("hops", hops),
             ]
         )
-        edge_dim = None if edge_dim is None else _count("edge_dim", edge_dim)
+        edge_dim = None if edge_dim in (None, 0) else _count("edge_dim", edge_dim)  # 0: none
         check_heads_divide("out_channels", out_channels, heads)
         _check_choice("score", score, SCORES)
         _check_choice("kernel", kernel, KERNELS)
@@ -230,7 +229,6 @@ class GraphSelfAttention(nn.Module):
             raise GraphInputError(
                 f"edge_attr must have shape [E, {self.edge_dim}], got {list(edge_attr.shape)}"
             )
-        check_finite("edge_attr", edge_attr)
         # Project the E input edges, then carry them onto the prepared edges: the same as
         # projecting the merged features (merging averages, a linear map) on fewer rows.
         # The bias goes on after the merge, so that prepared pairs without an input edge
@@ -256,8 +254,9 @@ class GraphSelfAttention(nn.Module):
         dtype: torch.dtype = torch.float32,
         need_weights: bool = False,
     ) -> int:
-        """Estimated bytes of dense mode's ``L x L`` tensors for this layout, in a
-        training step (see :func:`graphattn.ops.dense.dense_memory_bytes`)."""
+        """Estimated bytes of dense mode's ``L x L`` tensors for this layout, counting
+        the backward pass when autograd is on (see
+        :func:`graphattn.ops.dense.dense_memory_bytes`)."""
         plain = self.score == "dot" and self.normalize == "softmax"
         fused = plain and self.lin_edge is None and self.hop_embedding is None
         return dense_memory_bytes(
@@ -269,6 +268,7 @@ class GraphSelfAttention(nn.Module):
             edge_features=self.lin_edge is not None,
             additive=self.score == "additive",
             explicit=need_weights or not fused,
+            backward=torch.is_grad_enabled(),
         )
 
     def resolve_mode(
@@ -335,7 +335,8 @@ class GraphSelfAttention(nn.Module):
         Returns:
             ``[N, out_channels]``, or ``(out, (edge_index_used, alpha [E', H]))``.
         """
-        validate_node_features(x, self.in_channels)
+        plain_edge_attr = edge_attr if isinstance(edge_attr, Tensor) else None
+        validate_node_features(x, self.in_channels, plain_edge_attr)
         edges = self.allowed_edges(edge_index, x.size(0), batch)
         edge_terms = self._edge_terms(edges, edge_attr)
         q, k, v = self._project(x)

@@ -98,7 +98,7 @@ class LinearEdgeEncoding:
         hit = edges.cache.get(_CACHE_SLOT)
         if cacheable and hit is not None and hit[0] is self.raw and hit[1] == stamp:
             return hit[2]
-        check_finite("edge_attr", self.raw)  # once per graph: the result is cached
+        check_finite(edge_attr=self.raw)  # once per graph: the result is cached
         indicator = (edges.input_count > 0).to(dtype).unsqueeze(1)
         merged = edges.merge_edge_features(self.raw.to(dtype))
         inputs = torch.cat([merged, indicator, torch.ones_like(indicator)], dim=1)

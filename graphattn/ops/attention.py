@@ -98,7 +98,8 @@ def edge_scores(
       ``score_vector`` :math:`a` of shape ``[H, D]`` (additive attention, as in GAT).
     """
     if score == "dot":
-        return (q_dst * k_src).sum(-1) * scale
+        dot = (q_dst * k_src).sum(-1)
+        return dot if scale == 1.0 else dot * scale
     if score == "additive":
         if score_vector is None:
             raise ValueError("score='additive' needs a score_vector of shape [H, D]")

@@ -6,7 +6,7 @@ sits at row ``position[n]`` of graph ``batch[n]``. Edges never cross graphs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import torch
@@ -14,7 +14,7 @@ from torch import Tensor
 from torch_geometric.utils import to_dense_batch
 
 from graphattn.errors import GraphInputError
-from graphattn.ops.graph import EdgeSet, validate_batch
+from graphattn.ops.graph import NEGATIVE_GRAPH_ID, EdgeSet, validate_batch
 
 __all__ = ["DenseLayout", "GraphSizes", "dense_layout", "dense_memory_bytes", "graph_sizes"]
 
@@ -36,6 +36,7 @@ class DenseLayout:
     num_graphs: int
     max_nodes: int
     node_mask: Tensor
+    _crossing: tuple[EdgeSet, int | None] | None = field(default=None, repr=False)
 
     def to_dense(self, x: Tensor) -> Tensor:
         """``[N, *] -> [B, L, *]`` (zeros at padding)."""
@@ -70,10 +71,17 @@ class DenseLayout:
         return dense.index_put((b, i, j), values)
 
     def crossing_edge(self, edges: EdgeSet) -> int | None:
-        """Position of the first edge between two graphs of the batch, or None."""
+        """Position of the first edge between two graphs of the batch, or None.
+
+        Kept for the last edge set asked about: dense mode needs it for the mask, the
+        edge terms and the weights of one call, and each check is a host sync."""
+        if self._crossing is not None and self._crossing[0] is edges:
+            return self._crossing[1]
         src, dst = edges.edge_index
         crossing = self.batch[dst] != self.batch[src]
-        return int(crossing.nonzero()[0]) if bool(crossing.any()) else None
+        first = int(crossing.nonzero()[0]) if bool(crossing.any()) else None
+        self._crossing = (edges, first)
+        return first
 
     def edge_coordinates(self, edges: EdgeSet) -> tuple[Tensor, Tensor, Tensor]:
         """``(graph, target row, source row)`` of every edge; errors on cross-graph edges."""
@@ -103,8 +111,11 @@ def graph_sizes(num_nodes: int, batch: Tensor | None) -> GraphSizes:
     """
     if batch is None or num_nodes == 0:
         return GraphSizes(int(num_nodes > 0), num_nodes)
-    validate_batch(batch, num_nodes)
-    counts = torch.bincount(batch)
+    validate_batch(batch, num_nodes, check_ids=False)
+    try:
+        counts = torch.bincount(batch)
+    except RuntimeError as err:  # its own check of the ids, without a second sync
+        raise GraphInputError(NEGATIVE_GRAPH_ID) from err
     return GraphSizes(counts.numel(), int(counts.max()))
 
 
@@ -121,9 +132,16 @@ def dense_layout(
     """
     if batch is None:
         batch = torch.zeros(num_nodes, dtype=torch.long, device=device)
-    validate_batch(batch, num_nodes)
-    if num_nodes and bool((batch.diff() < 0).any()):
-        raise GraphInputError("batch must be sorted (nodes of each graph contiguous), as in PyG")
+    validate_batch(batch, num_nodes, check_ids=False)
+    if num_nodes:
+        # sorted, so the first id is the smallest: one synchronisation for both checks
+        unsorted, negative = torch.stack([(batch.diff() < 0).any(), batch[0] < 0]).tolist()
+        if unsorted:
+            raise GraphInputError(
+                "batch must be sorted (nodes of each graph contiguous), as in PyG"
+            )
+        if negative:
+            raise GraphInputError(NEGATIVE_GRAPH_ID)
     seen = int(batch.max()) + 1 if num_nodes else 0
     if num_graphs is not None and num_graphs < seen:
         raise GraphInputError(f"num_graphs={num_graphs}, but batch holds graph id {seen - 1}")
@@ -144,23 +162,26 @@ def dense_memory_bytes(
     element_size: int = 4,
     edge_features: bool = False,
     additive: bool = False,
-    explicit: bool = True,
+    explicit: bool = False,
+    backward: bool = False,
 ) -> int:
-    """Estimate the bytes dense attention allocates for its ``L x L`` tensors in a
-    training step (forward and backward).
+    """Estimate the bytes dense attention allocates for its ``L x L`` tensors.
 
-    Counts the mask and 6 float ``[B, H, L, L]`` tensors for the ``explicit`` path
-    (scores, masked scores, weights and their gradients), 3 where PyTorch's fused
-    ``scaled_dot_product_attention`` runs instead (``explicit=False``: dot-product
-    softmax scores without edge features or score bias, weights not returned), plus
-    ``[B, H, L, L, D]`` tensors: 4 for edge features (the dense key/value terms, their
-    gradient, the products' temporaries) and 3 for the additive score's
-    ``tanh(q_i + k_j)``. Checked against the peak memory growth of a forward and backward
-    pass on CPU (N = 600 and 1200, H = 4, D = 16, float32): the measured growth is
-    0.78-1.01 of the estimate on the explicit path and 0.24-0.42 on the fused one.
+    Counts the mask and 3 float ``[B, H, L, L]`` tensors (scores, masked scores and
+    weights), plus 2 ``[B, H, L, L, D]`` tensors each for edge features (the dense
+    key and value terms) and for the additive score's ``tanh(q_i + k_j)``. With
+    ``backward`` (a training step) on the ``explicit`` path, that is everything but
+    PyTorch's fused ``scaled_dot_product_attention`` (which runs for dot-product softmax
+    scores without edge features or score bias, weights not returned), it counts the
+    gradients too: 6 ``[B, H, L, L]`` tensors, 4 per-pair tensors for edge features and
+    3 for the additive score. Checked against the peak memory growth of a forward and
+    backward pass on CPU (N = 600 and 1200, H = 4, D = 16, float32): 0.78-1.01 of the
+    estimate on the explicit path, 0.24-0.42 on the fused one.
     """
     pairs = num_graphs * max_nodes * max_nodes
-    total = pairs + (6 if explicit else 3) * pairs * heads * element_size
-    per_pair_vectors = 4 * int(edge_features) + 3 * int(additive)
+    training = explicit and backward
+    total = pairs + (6 if training else 3) * pairs * heads * element_size
+    per_pair_vectors = (4 if training else 2) * int(edge_features)
+    per_pair_vectors += (3 if training else 2) * int(additive)
     total += per_pair_vectors * pairs * heads * head_dim * element_size
     return total

@@ -125,20 +125,25 @@ def validate_edge_index(edge_index: Tensor, num_nodes: int) -> None:
         )
 
 
-def validate_batch(batch: Tensor, num_nodes: int) -> None:
+NEGATIVE_GRAPH_ID = "batch must hold graph ids >= 0"
+
+
+def validate_batch(batch: Tensor, num_nodes: int, check_ids: bool = True) -> None:
     """Raise :class:`GraphInputError` unless ``batch`` is a ``[num_nodes]`` integer tensor
-    of graph ids >= 0."""
+    of graph ids >= 0 (``check_ids=False`` leaves the ids to the caller, which can check
+    them without a host synchronisation of its own)."""
     if not isinstance(batch, Tensor) or batch.dim() != 1 or batch.numel() != num_nodes:
         shape = list(batch.shape) if isinstance(batch, Tensor) else type(batch).__name__
         raise GraphInputError(f"batch must have shape [N={num_nodes}], got {shape}")
     if batch.dtype.is_floating_point or batch.dtype.is_complex or batch.dtype == torch.bool:
         raise GraphInputError(f"batch must be an integer tensor of graph ids, got {batch.dtype}")
-    if batch.numel() > 0 and int(batch.min()) < 0:
-        raise GraphInputError("batch must hold graph ids >= 0")
+    if check_ids and batch.numel() > 0 and int(batch.min()) < 0:
+        raise GraphInputError(NEGATIVE_GRAPH_ID)
 
 
-def validate_node_features(x: Tensor, in_channels: int) -> None:
-    """Raise :class:`GraphInputError` unless ``x`` is a finite ``[N, in_channels]`` tensor."""
+def validate_node_features(x: Tensor, in_channels: int, edge_attr: Tensor | None = None) -> None:
+    """Raise :class:`GraphInputError` unless ``x`` is a finite ``[N, in_channels]`` tensor
+    (and ``edge_attr``, if given, finite: both are checked in one host synchronisation)."""
     if not isinstance(x, Tensor):
         raise GraphInputError(f"x must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() != 2 or x.size(1) != in_channels:
@@ -147,23 +152,32 @@ def validate_node_features(x: Tensor, in_channels: int) -> None:
         )
     if not x.is_floating_point():
         raise GraphInputError(f"x must be a floating-point tensor, got {x.dtype}")
-    check_finite("x", x)
+    check_finite(x=x, edge_attr=edge_attr)
 
 
-def check_finite(name: str, values: Tensor) -> None:
-    """Raise :class:`GraphInputError` naming the first NaN or inf entry of the 2-D
-    ``values`` (called ``name``)."""
-    # One reduction is far cheaper than a full mask; a NaN or inf anywhere makes the
-    # sum non-finite (an overflowing sum of finite values only costs the full check).
-    if bool(torch.isfinite(values.detach().sum())):
+def check_finite(**named: Tensor | None) -> None:
+    """Raise :class:`GraphInputError` naming the first NaN or inf entry of the given
+    floating-point tensors (``check_finite(x=x, edge_attr=edge_attr)``; None is skipped),
+    with one host synchronisation when all are finite."""
+    named = {k: v for k, v in named.items() if v is not None and v.is_floating_point()}
+    if not named:
         return
-    finite = torch.isfinite(values)
-    if not bool(finite.all()):
-        row, col = (~finite).nonzero()[0].tolist()
-        raise GraphInputError(
-            f"{name} has non-finite values: {name}[{row}, {col}] = "
-            f"{values[row, col].item()} ({int((~finite).sum())} non-finite entries in all)"
-        )
+    # One reduction per tensor is far cheaper than a full mask; a NaN or inf anywhere
+    # makes a sum non-finite (an overflowing sum of finite values only costs the full
+    # check below).
+    sums = torch.stack([v.detach().sum().to(torch.float64) for v in named.values()])
+    if bool(torch.isfinite(sums).all()):
+        return
+    for name, values in named.items():
+        finite = torch.isfinite(values)
+        if not bool(finite.all()):
+            where = (~finite).nonzero()[0].tolist()
+            index = ", ".join(map(str, where))
+            raise GraphInputError(
+                f"{name} has non-finite values: {name}[{index}] = "
+                f"{values[tuple(where)].item()} ({int((~finite).sum())} non-finite entries "
+                "in all)"
+            )
 
 
 def _build(

@@ -14,7 +14,7 @@ from sklearn.metrics import accuracy_score, f1_score, roc_auc_score
 __all__ = ["classification_metrics", "node_metrics", "regression_metrics", "spread_metrics"]
 
 
-def _per_task(y_true: np.ndarray, y_pred: np.ndarray, fn) -> float:
+def _per_task(y_true: np.ndarray, y_pred: np.ndarray, fn, skip_undefined: bool = False) -> float:
     y_true, y_pred = np.asarray(y_true, float), np.asarray(y_pred, float)
     if y_true.ndim == 1:
         y_true, y_pred = y_true[:, None], y_pred[:, None]
@@ -23,9 +23,11 @@ def _per_task(y_true: np.ndarray, y_pred: np.ndarray, fn) -> float:
         keep = ~np.isnan(y_true[:, t])
         if keep.sum() >= 2:
             values.append(fn(y_true[keep, t], y_pred[keep, t]))
-    # a task whose metric is undefined (ROC-AUC with one class) must not make the mean
-    # NaN: a NaN validation metric stops model selection and early stopping
-    values = [v for v in values if not np.isnan(v)]
+    if skip_undefined:
+        # a task whose metric is undefined (ROC-AUC with one class) must not make the
+        # mean NaN: a NaN validation metric stops model selection and early stopping.
+        # Other NaNs (from NaN predictions) stay visible.
+        values = [v for v in values if not np.isnan(v)]
     return float(np.mean(values)) if values else float("nan")
 
 
@@ -79,7 +81,7 @@ def classification_metrics(y_true: np.ndarray, logits: np.ndarray) -> dict[str, 
         return roc_auc_score(t, p) if len(np.unique(t)) == 2 else np.nan
 
     return {
-        "roc_auc": _per_task(y_true, logits, auc),
+        "roc_auc": _per_task(y_true, logits, auc, skip_undefined=True),
         "accuracy": _per_task(y_true, logits, lambda t, p: np.mean((p > 0) == (t > 0.5))),
     }
 
