@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import operator
 from pathlib import Path
 
 
 class GraphInputError(ValueError):
     """Input that cannot be used as given: the message names the problem and the values."""
+
+
+def check_count(name: str, value: object, least: int = 1) -> int:
+    """``value`` as an ``int`` of at least ``least`` (NumPy integers included, ``bool``
+    not), else a :class:`GraphInputError` naming ``name`` and the value."""
+    try:
+        count = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        count = None
+    if count is None or count < least:
+        raise GraphInputError(f"{name} must be an integer >= {least}, got {value!r}")
+    return count
 
 
 def not_utf8_error(path: str | Path, err: UnicodeDecodeError) -> GraphInputError:

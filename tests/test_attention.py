@@ -766,3 +766,13 @@ def test_dense_memory_budget_counts_what_a_call_allocates():
     with torch.no_grad():
         inference = edges.dense_bytes(sizes)
     assert edges.dense_bytes(sizes) > inference  # edge features: the explicit path
+
+
+def test_check_count_takes_integers_of_at_least_its_bound():
+    from graphattn.errors import check_count
+
+    assert check_count("k", np.int64(3)) == 3 and type(check_count("k", np.int64(3))) is int
+    assert check_count("k", 0, least=0) == 0
+    for bad in (0, -1, 2.0, True, "3", None):
+        with pytest.raises(GraphInputError, match=f"k must be an integer >= 1, got {bad!r}"):
+            check_count("k", bad)

@@ -18,28 +18,14 @@ from __future__ import annotations
 
 import csv
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from graphattn.errors import GraphInputError, not_utf8_error
 
-__all__ = ["CsvRows", "not_csv_error", "warn_multiline_rows"]
+__all__ = ["CsvRows", "RecordLines", "not_csv_error"]
 
 log = logging.getLogger(__name__)
-
-
-def warn_multiline_rows(path: Path, count: int, start: int, end: int) -> None:
-    """Log that ``count`` rows hold a line break in a quoted field, the first on lines
-    ``start``-``end``."""
-    log.warning(
-        "%s: %d row(s) hold a line break inside a quoted field (first: the row on lines "
-        "%d-%d); if a quote there is never closed, the lines after it were read into that "
-        "one field",
-        path,
-        count,
-        start,
-        end,
-    )
 
 
 def not_csv_error(path: Path, line: int, err: csv.Error) -> GraphInputError:
@@ -50,58 +36,91 @@ def not_csv_error(path: Path, line: int, err: csv.Error) -> GraphInputError:
     )
 
 
+class RecordLines:
+    """The lines fed to ``csv.reader``, numbered from 1. Lines that ``is_data`` rejects
+    (blank, comment) are skipped where a row starts, never inside a quoted field.
+
+    Call :meth:`row_read` after each row the reader returns: it gives the row's first
+    and last line, and counts the rows that span several lines (a quoted line break),
+    which :meth:`warn_multiline` reports.
+    """
+
+    def __init__(self, lines: Iterable[str], is_data: Callable[[str], bool]) -> None:
+        self._numbered = enumerate(lines, 1)
+        self._is_data = is_data
+        self.at_row_start = True
+        self.start_line = self.line = 0
+        self.multiline = 0
+        self.first_multiline: tuple[int, int] | None = None
+
+    def __iter__(self) -> RecordLines:
+        return self
+
+    def __next__(self) -> str:
+        for number, line in self._numbered:
+            self.line = number
+            if not self.at_row_start:
+                return line
+            if self._is_data(line):
+                self.at_row_start, self.start_line = False, number
+                return line
+        raise StopIteration
+
+    def row_read(self) -> tuple[int, int]:
+        """``(first line, last line)`` of the row just read; the next line starts a row."""
+        span = (self.start_line, self.line)
+        self.at_row_start = True
+        if span[1] > span[0]:
+            self.multiline += 1
+            self.first_multiline = self.first_multiline or span
+        return span
+
+    def warn_multiline(self, path: Path) -> None:
+        """Log the rows that held a line break inside a quoted field, if any."""
+        if self.first_multiline is None:
+            return
+        log.warning(
+            "%s: %d row(s) hold a line break inside a quoted field (first: the row on "
+            "lines %d-%d); if a quote there is never closed, the lines after it were read "
+            "into that one field",
+            path,
+            self.multiline,
+            *self.first_multiline,
+        )
+
+
 class CsvRows:
     """Iterate over the rows (lists of fields) of a CSV file; use as a context manager.
 
     Args:
         path: the file.
-        comment: lines starting with this prefix are skipped.
-
-    Attributes:
-        line: the physical line (counted from 1) on which the last row read ends.
-        multiline: rows read so far that hold a line break inside a quoted field.
+        comment: lines starting with this prefix are skipped where a row starts.
     """
 
     def __init__(self, path: str | Path, comment: str | None = None) -> None:
         self.path = Path(path)
         self.comment = comment
-        self.line = 0
-        self.multiline = 0
-        self._first_multiline: tuple[int, int] | None = None
-        self._row_start: int | None = None  # the line the row being read started on
         self._handle = None
+        self._lines: RecordLines | None = None
+
+    def _is_data(self, text: str) -> bool:
+        return bool(text.strip()) and not (self.comment and text.startswith(self.comment))
 
     def __enter__(self) -> CsvRows:
         self._handle = open(self.path, newline="", encoding="utf-8-sig")
+        self._lines = RecordLines(self._handle, self._is_data)
         return self
 
     def __exit__(self, *exc_info) -> None:
         self._handle.close()
-        if self._first_multiline is not None:
-            warn_multiline_rows(self.path, self.multiline, *self._first_multiline)
-
-    def _lines(self) -> Iterator[str]:
-        """The lines fed to the csv reader: blank and comment lines are skipped where a
-        row starts, never inside a quoted field."""
-        for number, text in enumerate(self._handle, start=1):
-            self.line = number
-            if self._row_start is None:
-                if not text.strip() or (self.comment and text.startswith(self.comment)):
-                    continue
-                self._row_start = number
-            yield text
+        self._lines.warn_multiline(self.path)
 
     def __iter__(self) -> Iterator[list[str]]:
-        reader = csv.reader(self._lines())
         try:
-            for fields in reader:
-                start, end = self._row_start, self.line
-                self._row_start = None
-                if end > start:  # a quoted field held a line break
-                    self.multiline += 1
-                    self._first_multiline = self._first_multiline or (start, end)
+            for fields in csv.reader(self._lines):
+                self._lines.row_read()
                 yield fields
         except UnicodeDecodeError as err:
             raise not_utf8_error(self.path, err) from err
         except csv.Error as err:
-            raise not_csv_error(self.path, self.line, err) from err
+            raise not_csv_error(self.path, self._lines.line, err) from err

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from graphattn.datasets.csv_file import not_csv_error, warn_multiline_rows
+from graphattn.datasets.csv_file import RecordLines, not_csv_error
 from graphattn.errors import GraphInputError, not_utf8_error
 
 __all__ = [
@@ -116,47 +116,21 @@ def _sniff_delimiter(lines: list[str]) -> str:
     return WHITESPACE
 
 
-class _RecordLines:
-    """The lines fed to ``csv.reader``: blank and comment lines are skipped where a
-    record starts (never inside a quoted field); remembers where each record starts."""
-
-    def __init__(self, lines: list[str]) -> None:
-        self._numbered = enumerate(lines, 1)
-        self.at_record_start = True
-        self.start_line = self.line = 0
-
-    def __iter__(self) -> _RecordLines:
-        return self
-
-    def __next__(self) -> str:
-        for number, line in self._numbered:
-            self.line = number
-            if not self.at_record_start:
-                return line
-            if _is_data(line):
-                self.at_record_start, self.start_line = False, number
-                return line
-        raise StopIteration
-
-
 def _csv_rows(path: Path, lines: list[str], delimiter: str) -> list[tuple[int, list[str]]]:
     """Parse the data lines as CSV, numbering each record by the line it starts on."""
     if not any('"' in line for line in lines):  # no quoted field: a record is a line
         numbers = [n for n, line in enumerate(lines, 1) if _is_data(line)]
         records = csv.reader([lines[n - 1] for n in numbers], delimiter=delimiter)
         return list(zip(numbers, records, strict=True))
-    feed = _RecordLines(lines)
-    numbered, spanning = [], []
+    feed = RecordLines(lines, _is_data)
+    numbered = []
     try:
         for fields in csv.reader(feed, delimiter=delimiter):
-            numbered.append((feed.start_line, fields))
-            if feed.line > feed.start_line:
-                spanning.append((feed.start_line, feed.line))
-            feed.at_record_start = True
+            start, _ = feed.row_read()
+            numbered.append((start, fields))
     except csv.Error as err:
         raise not_csv_error(path, feed.line, err) from err
-    if spanning:
-        warn_multiline_rows(path, len(spanning), *spanning[0])
+    feed.warn_multiline(path)
     return numbered
 
 

@@ -6,13 +6,12 @@ atom features -> atom encoder -> L x GraphTransformerLayer (bond features in att
 
 from __future__ import annotations
 
-import operator
 from dataclasses import asdict, dataclass, field
 
 import torch
 from torch import Tensor, nn
 
-from graphattn.errors import GraphInputError
+from graphattn.errors import GraphInputError, check_count
 from graphattn.models.checks import check_architecture, check_attention_options
 from graphattn.models.readout import Readout
 from graphattn.nn.dropout import Dropout
@@ -98,14 +97,7 @@ class MoleculeModelConfig:
         if self.pe is not None:
             sizes.append(("pe_dim", 1))
         for name, least in sizes:  # NumPy integers too, as the layers take them
-            value = getattr(self, name)
-            try:
-                size = None if isinstance(value, bool) else operator.index(value)
-            except TypeError:
-                size = None
-            if size is None or size < least:
-                raise GraphInputError(f"{name} must be an integer >= {least}, got {value!r}")
-            setattr(self, name, size)
+            setattr(self, name, check_count(name, getattr(self, name), least))
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import math
 import numbers
-import operator
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from graphattn.errors import GraphInputError
+from graphattn.errors import GraphInputError, check_count
 from graphattn.nn.edge_features import LinearEdgeEncoding
 from graphattn.ops.attention import SCORES, dense_attention, reference_edge_attention
 from graphattn.ops.cost import choose_kernel, choose_mode
@@ -128,7 +127,7 @@ class GraphSelfAttention(nn.Module):
     ) -> None:
         super().__init__()
         in_channels, out_channels, heads, hops = (
-            _count(name, value)
+            check_count(name, value)
             for name, value in [
                 ("in_channels", in_channels),
                 ("out_channels", out_channels),
@@ -136,7 +135,7 @@ class GraphSelfAttention(nn.Module):
                 ("hops", hops),
             ]
         )
-        edge_dim = None if edge_dim in (None, 0) else _count("edge_dim", edge_dim)  # 0: none
+        edge_dim = None if edge_dim in (None, 0) else check_count("edge_dim", edge_dim)  # 0: none
         check_heads_divide("out_channels", out_channels, heads)
         _check_choice("score", score, SCORES)
         _check_choice("kernel", kernel, KERNELS)
@@ -519,21 +518,10 @@ def _is_real(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def _count(name: str, value: object) -> int:
-    """``value`` as an int >= 1 (NumPy integers included), else a named error."""
-    try:
-        count = operator.index(value) if not isinstance(value, bool) else None
-    except TypeError:
-        count = None
-    if count is None or count < 1:
-        raise GraphInputError(f"{name} must be an integer >= 1, got {value!r}")
-    return count
-
-
 def check_heads_divide(name: str, channels: int, heads: int) -> None:
     """Raise unless ``channels`` (the width called ``name``) and ``heads`` are integers
     >= 1 and the width splits into that many heads."""
-    channels, heads = _count(name, channels), _count("heads", heads)
+    channels, heads = check_count(name, channels), check_count("heads", heads)
     if channels % heads:
         raise GraphInputError(f"{name} ({channels}) must be a multiple of heads ({heads})")
 

@@ -165,8 +165,9 @@ def check_finite(**named: Tensor | None) -> None:
     # One reduction per tensor is far cheaper than a full mask; a NaN or inf anywhere
     # makes a sum non-finite (an overflowing sum of finite values only costs the full
     # check below).
-    sums = torch.stack([v.detach().sum().to(torch.float64) for v in named.values()])
-    if bool(torch.isfinite(sums).all()):
+    sums = [v.detach().sum() for v in named.values()]
+    total = sums[0] if len(sums) == 1 else torch.stack([t.double() for t in sums]).sum()
+    if bool(torch.isfinite(total)):
         return
     for name, values in named.items():
         finite = torch.isfinite(values)
