@@ -29,7 +29,7 @@ size these passes, not the arithmetic, are the cost (the gather kernel: 1.3 ms f
 backward per layer on an ESOL batch of 128 with bond features, against 0.54 ms here; 2
 threads). A loop per node keeps each node's few rows in cache from start to end. torch
 itself offers nothing equivalent on CPU: ``torch.compile`` needs a C++ compiler at run
-time and recompiled for every new batch shape (see the README).
+time and recompiled for every new batch shape (see ``benchmarks/attention.md``).
 
 Numba is imported on first use; without it (or for dtypes other than float32 and
 float64, or tensors off the CPU) :func:`usable` says so and ``kernel="auto"`` runs the
