@@ -26,7 +26,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
-from graphattn.errors import GraphInputError
+from graphattn.errors import GraphInputError, check_count
 from graphattn.ops.graph import validate_edge_index
 
 __all__ = [
@@ -48,11 +48,8 @@ DENSE_EIGH_MAX_NODES = 2000
 _RW_BLOCK_ENTRIES = 1 << 23
 # Random-walk vectors stay sparse until this fraction of their entries is non-zero.
 _RW_DENSIFY_AT = 0.1
-
-
-def _check_positive_int(value: int, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise GraphInputError(f"{name} must be an int >= 1, got {value!r}")
+# Eigenvector entries closer than this in magnitude tie in the sign rule (unit vectors).
+_SIGN_TIE = 1e-6
 
 
 def _normalized_laplacian(edge_index: Tensor, num_nodes: int) -> sp.csr_matrix:
@@ -127,10 +124,15 @@ def _lanczos_eigenpairs(lap: sp.csr_matrix, count: int) -> tuple[np.ndarray, np.
 
 
 def _fix_signs(vecs: np.ndarray) -> np.ndarray:
-    """Flip each column so that its entry of largest magnitude (first one on ties) is positive."""
+    """Flip each column so that its entry of largest magnitude (first one on ties) is positive.
+
+    Symmetric nodes give entries of equal magnitude that differ in the last bits, so
+    magnitudes within ``_SIGN_TIE`` of the largest count as ties.
+    """
     if vecs.size == 0:
         return vecs
-    rows = np.abs(vecs).argmax(axis=0)
+    magnitude = np.abs(vecs)
+    rows = (magnitude >= magnitude.max(axis=0) - _SIGN_TIE).argmax(axis=0)  # first tie
     signs = np.where(vecs[rows, np.arange(vecs.shape[1])] < 0, -1.0, 1.0)
     return vecs * signs
 
@@ -163,7 +165,8 @@ def laplacian_eigenpairs(
 
     If :math:`N - 1 < k`, the missing columns of the eigenvectors and entries of the
     eigenvalues are zero. Each column is a unit vector whose sign is fixed so that its entry of
-    largest magnitude is positive (the sign of an eigenvector is otherwise arbitrary; see
+    largest magnitude (the first of those that tie to within 1e-6) is positive (the sign of an
+    eigenvector is otherwise arbitrary; see
     :class:`~graphattn.nn.encodings.PositionalEncoder` for random sign flips in training).
 
     Graphs with at most ``dense_max_nodes`` nodes use a dense :func:`torch.linalg.eigh`; larger
@@ -187,7 +190,7 @@ def laplacian_eigenpairs(
         :math:`c`), in the default float dtype, on the CPU.
     """
     validate_edge_index(edge_index, num_nodes)
-    _check_positive_int(k, "k")
+    k = check_count("k", k)
     dtype = torch.get_default_dtype()
     vals_out = torch.zeros(k, dtype=dtype)
     vecs_out = torch.zeros(num_nodes, k, dtype=dtype)
@@ -310,7 +313,7 @@ def random_walk_pe(edge_index: Tensor, num_nodes: int, k: int) -> Tensor:
         torch.Tensor: shape :math:`[N, k]`, default float dtype, on the CPU.
     """
     validate_edge_index(edge_index, num_nodes)
-    _check_positive_int(k, "k")
+    k = check_count("k", k)
     out = np.zeros((num_nodes, k), dtype=np.float32)
     if num_nodes > 0 and edge_index.numel() > 0:
         src, dst = edge_index.detach().cpu().numpy().astype(np.int64)
@@ -356,7 +359,7 @@ def sinusoidal_encoding(positions: Tensor, dim: int) -> Tensor:
         raise GraphInputError(f"positions must be a tensor of shape [N], got {shape}")
     if positions.dtype.is_floating_point or positions.dtype.is_complex:
         raise GraphInputError(f"positions must be an integer tensor, got {positions.dtype}")
-    _check_positive_int(dim, "dim")
+    dim = check_count("dim", dim)
     exponents = torch.arange(0, dim, 2, dtype=torch.float64, device=positions.device) / dim
     angles = positions.to(torch.float64)[:, None] * torch.pow(10000.0, -exponents)[None, :]
     out = torch.empty(positions.numel(), dim, dtype=torch.float64, device=positions.device)
@@ -383,7 +386,7 @@ class AddLaplacianPE(BaseTransform):
     def __init__(
         self, k: int, attr_name: str = "lap_pe", dense_max_nodes: int = DENSE_EIGH_MAX_NODES
     ) -> None:
-        _check_positive_int(k, "k")
+        k = check_count("k", k)
         self.k = k
         self.attr_name = attr_name
         self.dense_max_nodes = dense_max_nodes
@@ -406,7 +409,7 @@ class AddRandomWalkPE(BaseTransform):
     """
 
     def __init__(self, k: int, attr_name: str = "rw_pe") -> None:
-        _check_positive_int(k, "k")
+        k = check_count("k", k)
         self.k = k
         self.attr_name = attr_name
 
@@ -433,7 +436,7 @@ class AddSinusoidalPE(BaseTransform):
     """
 
     def __init__(self, dim: int, attr_name: str = "sin_pe", position_attr: str | None = None):
-        _check_positive_int(dim, "dim")
+        dim = check_count("dim", dim)
         self.dim = dim
         self.attr_name = attr_name
         self.position_attr = position_attr

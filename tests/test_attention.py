@@ -320,6 +320,33 @@ def test_training_after_an_inference_mode_pass_on_the_same_graph(kernel, edge_di
         torch.testing.assert_close(out.detach(), expected)
 
 
+@pytest.mark.parametrize(
+    "attention", [{}, {"hops": 2, "hop_bias": True}, {"attend": "global"}], ids=str
+)
+@pytest.mark.parametrize("kernel", ["auto", "reference", "numba", "gather", "fused"])
+def test_graph_tensors_made_under_inference_mode(kernel, attention):
+    """Inference tensors have no version counter, which the edge-set cache keys on: a
+    graph loaded inside ``torch.inference_mode()`` must be attended over, not crash."""
+    if kernel == "numba" and not numba_available():
+        pytest.skip("numba is not installed")
+    if kernel in ("numba", "gather", "fused") and attention.get("hop_bias"):
+        kernel = "reference"  # hop bias runs on the reference kernel only
+    layer = make_layer(edge_dim=3, kernel=kernel, **attention)
+    edge_index, batch = random_batch([6, 4], seed=5)
+    x = torch.randn(10, 8)
+    edge_attr = torch.randn(edge_index.size(1), 3)
+    for mode in ("sparse", "dense"):
+        with torch.no_grad():
+            expected = layer(x, edge_index, edge_attr, batch, mode=mode)
+        with torch.inference_mode():
+            graph = [t.clone() for t in (x, edge_index, edge_attr, batch)]
+            assert all(t.is_inference() for t in graph)
+            for _ in range(2):  # a second call on the same tensors: no stale cache
+                torch.testing.assert_close(layer(*graph, mode=mode), expected)
+            graph[1][0, 0] = (graph[1][0, 0] + 1) % 6  # an in-place edit is seen
+            assert not torch.allclose(layer(*graph, mode=mode), expected)
+
+
 def test_cached_edges_are_dropped_when_their_graph_is_freed():
     from graphattn.ops.graph import _CACHE
 

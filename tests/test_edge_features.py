@@ -105,6 +105,25 @@ def test_molecule_model_bond_gradients_after_a_prediction() -> None:
     assert grad.abs().sum() > 0
 
 
+def test_molecule_model_predicts_a_batch_made_under_inference_mode() -> None:
+    # inference tensors have no version counter, which both caches (prepared edges,
+    # prepared raw bond features) key on: such a batch is prepared anew, not a crash
+    featurizer = MoleculeFeaturizer()
+    smiles = ("CCO", "c1ccccc1N", "CC(=O)O")
+    torch.manual_seed(0)
+    model = MoleculeModel(
+        MoleculeModelConfig(atom_dim=featurizer.atom_dim, bond_dim=featurizer.bond_dim)
+    ).eval()
+    with torch.no_grad():
+        expected = model(Batch.from_data_list([featurizer(s) for s in smiles]))
+    with torch.inference_mode():
+        batch = Batch.from_data_list([featurizer(s) for s in smiles])
+        assert batch.edge_index.is_inference() and batch.edge_attr.is_inference()
+        torch.testing.assert_close(model(batch), expected)
+        batch.edge_attr.mul_(2.0)  # an in-place edit of the bond features is seen
+        assert not torch.allclose(model(batch), expected)
+
+
 def test_prepared_inputs_are_built_once_per_graph_and_follow_in_place_changes() -> None:
     x, edge_index, batch, raw, encoder = inputs()
     layer = GraphSelfAttention(CHANNELS, CHANNELS, heads=2, edge_dim=CHANNELS).double()

@@ -144,6 +144,22 @@ def test_lap_pe_sign_convention_and_determinism() -> None:
     assert torch.all(pe[rows, torch.arange(6)] > 0)
 
 
+@pytest.mark.parametrize(
+    "graph", [nx.path_graph(5), nx.path_graph(6), nx.cycle_graph(6), nx.star_graph(4)]
+)
+def test_lap_pe_sign_rule_takes_the_first_of_tied_entries(graph: nx.Graph) -> None:
+    # symmetric nodes tie in magnitude up to rounding: the first of them is made positive
+    # (with argmax alone, rounding picked a later, negative one on these graphs)
+    n = graph.number_of_nodes()
+    pe = laplacian_pe(nx_edges(graph), n, n - 1).double()
+    for column in pe.T:
+        top = column.abs().max()
+        if top < 1e-6:  # padding
+            continue
+        first = int(torch.nonzero(column.abs() >= top - 1e-6)[0])
+        assert column[first] > 0, column
+
+
 def test_lap_pe_abs_is_permutation_equivariant() -> None:
     # |PE| does not depend on eigenvector signs: relabelling nodes permutes its rows, as long
     # as the eigenvalues are simple (checked).
@@ -176,6 +192,18 @@ def test_lap_pe_rejects_bad_input() -> None:
         laplacian_pe(TRIANGLE, 3, 0)
     with pytest.raises(GraphInputError):
         laplacian_pe(TRIANGLE.float(), 3, 2)
+
+
+def test_sizes_may_be_numpy_integers() -> None:
+    # as everywhere else in graphattn (e.g. a k read from a NumPy config array)
+    k = np.int64(2)
+    torch.testing.assert_close(laplacian_pe(TRIANGLE, 3, k), laplacian_pe(TRIANGLE, 3, 2))
+    torch.testing.assert_close(random_walk_pe(TRIANGLE, 3, k), random_walk_pe(TRIANGLE, 3, 2))
+    assert AddLaplacianPE(k).k == 2 and type(AddLaplacianPE(k).k) is int
+    assert AddRandomWalkPE(k).k == 2 and AddSinusoidalPE(np.int32(4)).dim == 4
+    for make in (AddLaplacianPE, AddRandomWalkPE, AddSinusoidalPE):
+        with pytest.raises(GraphInputError, match=r"must be an integer >= 1, got 2.0"):
+            make(2.0)
 
 
 # --------------------------------------------------------------------------- random-walk PE

@@ -142,9 +142,11 @@ def test_layer_kernels_agree_and_auto_picks_gather_for_molecule_sized_batches(
 
 def test_layer_refuses_gather_where_it_does_not_apply(monkeypatch) -> None:
     monkeypatch.setattr(attention_module, "numba_usable", lambda device, dtype: False)
-    layer = GraphSelfAttention(8, 8, heads=2, kernel="gather", score="additive")
     with pytest.raises(ValueError, match="kernel='gather'"):
-        layer(torch.randn(4, 8), torch.tensor([[0, 1], [1, 2]]))
+        GraphSelfAttention(8, 8, heads=2, kernel="gather", score="additive")
+    training = GraphSelfAttention(8, 8, heads=2, kernel="gather", dropout=0.5)
+    with pytest.raises(ValueError, match="no attention dropout in training"):
+        training(torch.randn(4, 8), torch.tensor([[0, 1], [1, 2]]))
     dropout = GraphSelfAttention(8, 8, heads=2, kernel="auto", dropout=0.5)
     edges = dropout.allowed_edges(torch.tensor([[0, 1], [1, 2]]), 4, None)
     assert dropout.sparse_kernel(edges, False, torch.device("cpu")) == "reference"

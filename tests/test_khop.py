@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import networkx as nx
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -109,6 +110,17 @@ def test_khop_rejects_bad_input() -> None:
         khop_edges(edge_index[0], 3, 1)
     with pytest.raises(GraphInputError):  # edge 1 -> 2 joins graphs 0 and 1
         khop_edges(edge_index, 3, 1, batch=torch.tensor([0, 0, 1]))
+
+
+def test_khop_and_global_take_numpy_integers() -> None:
+    edge_index = torch.tensor([[0, 1], [1, 2]])
+    got, want = khop_edges(edge_index, 3, np.int64(2)), khop_edges(edge_index, 3, 2)
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    assert torch.equal(global_edges(np.int64(3)), global_edges(3))
+    with pytest.raises(GraphInputError, match=r"hops must be an integer >= 1, got 1.5"):
+        khop_edges(edge_index, 3, 1.5)
+    with pytest.raises(GraphInputError, match=r"num_nodes must be an integer >= 0, got -1"):
+        global_edges(-1)
 
 
 def test_khop_empty_graph() -> None:

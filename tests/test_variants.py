@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import networkx as nx
 import pytest
 import torch
@@ -160,6 +162,28 @@ def test_bad_variant_arguments():
     for hops in (0, 2.0, True):
         with pytest.raises(GraphInputError, match=r"hops must be an integer >= 1, got"):
             layer(hops=hops, hop_bias=True)
-    forced = GraphSelfAttention(8, 8, heads=2, hop_bias=True, kernel="fused")
-    with pytest.raises(GraphInputError, match=r"kernel='fused' supports .* no hop_bias"):
+    # a forced kernel that cannot compute the asked attention is refused when built,
+    # naming the setting; a setting changed afterwards is refused at the call
+    for kernel, setting in itertools.product(
+        ("fused", "gather", "numba"),
+        ({"hop_bias": True}, {"score": "additive"}, {"normalize": "relu"}),
+    ):
+        name, value = next(iter(setting.items()))
+        with pytest.raises(
+            GraphInputError, match=rf"kernel='{kernel}' supports .* {name}={value!r}"
+        ):
+            GraphSelfAttention(8, 8, heads=2, kernel=kernel, **setting)
+    forced = GraphSelfAttention(8, 8, heads=2, kernel="fused")
+    forced.kernel = "gather"
+    forced.normalize = "sigmoid"
+    with pytest.raises(GraphInputError, match=r"kernel='gather' supports"):
         forced(torch.randn(4, 8), torch.tensor([[0, 1, 2], [1, 2, 3]]))
+
+
+def test_hybrid_layer_argument_errors_name_its_own_arguments():
+    with pytest.raises(GraphInputError, match=r"channels \(6\) must be a multiple of heads \(4\)"):
+        HybridLayer(6, 4)
+    with pytest.raises(GraphInputError, match="pass global_hop_bias=False"):
+        HybridLayer(8, 2, kernel="fused")
+    hybrid = HybridLayer(8, 2, kernel="fused", global_hop_bias=False)
+    assert hybrid(torch.randn(4, 8), torch.tensor([[0, 1, 2], [1, 2, 3]])).shape == (4, 8)

@@ -51,6 +51,8 @@ __all__ = ["DenseMemoryError", "GraphSelfAttention"]
 
 MODES = ("sparse", "dense", "auto")
 KERNELS = ("auto", "fused", "gather", "numba", "reference")
+# The kernels that compute only plain softmax attention: dot scores, no hop bias.
+PLAIN_SOFTMAX_KERNELS = ("fused", "gather", "numba")
 DEFAULT_DENSE_BUDGET = 2 * 1024**3
 
 
@@ -86,7 +88,8 @@ class GraphSelfAttention(nn.Module):
             backward) or ``"reference"`` (the same with autograd; every option works).
             The fused, numba and gather kernels apply to ``score="dot"``,
             ``normalize="softmax"``, no attention dropout in training and no
-            ``hop_bias``.
+            ``hop_bias``; forcing one with other settings is refused when the layer is
+            built (attention dropout, when it trains).
         normalize: ``"softmax"``, ``"relu"`` or ``"sigmoid"`` (see
             :func:`graphattn.ops.segment.segment_normalize`).
         max_dense_bytes: dense mode raises :class:`DenseMemoryError` instead of
@@ -141,6 +144,16 @@ class GraphSelfAttention(nn.Module):
         _check_choice("kernel", kernel, KERNELS)
         _check_choice("normalize", normalize, NORMALIZERS)
         _check_choice("attend", attend, ATTEND)
+        if kernel in PLAIN_SOFTMAX_KERNELS and (score, normalize, hop_bias) != (
+            "dot",
+            "softmax",
+            False,
+        ):
+            raise GraphInputError(
+                f"kernel={kernel!r} supports score='dot', normalize='softmax' and no hop_bias, "
+                f"got score={score!r}, normalize={normalize!r}, hop_bias={hop_bias!r}; use "
+                "kernel='auto' to fall back to the reference kernel"
+            )
         if not _is_real(dropout) or not 0 <= dropout < 1:
             raise GraphInputError(f"dropout must be at least 0 and below 1, got {dropout!r}")
         if not _is_real(max_dense_bytes) or max_dense_bytes < 0:
@@ -398,7 +411,7 @@ class GraphSelfAttention(nn.Module):
         # a hop bias is a score term that only the reference kernel adds
         plain = self.score == "dot" and self.normalize == "softmax" and self.hop_embedding is None
         applies = plain and (self.dropout == 0.0 or not self.training)
-        if self.kernel in ("fused", "gather", "numba") and not applies:
+        if self.kernel in PLAIN_SOFTMAX_KERNELS and not applies:
             raise GraphInputError(
                 f"kernel={self.kernel!r} supports score='dot', normalize='softmax', no "
                 "hop_bias and no attention dropout in training; use kernel='auto' to fall "

@@ -93,8 +93,9 @@ class LinearEdgeEncoding:
         # The lookup checks requires_grad too: a tensor cached while raw needed no
         # gradient would cut raw off from autograd once it does (requires_grad_() does
         # not change raw._version).
-        cacheable = not self.raw.requires_grad
-        stamp = (self.raw._version, dtype)
+        # Inference tensors have no version counter to notice an in-place edit by.
+        cacheable = not self.raw.requires_grad and not self.raw.is_inference()
+        stamp = (self.raw._version, dtype) if cacheable else None
         hit = edges.cache.get(_CACHE_SLOT)
         if cacheable and hit is not None and hit[0] is self.raw and hit[1] == stamp:
             return hit[2]

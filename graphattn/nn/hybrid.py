@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from graphattn.nn.attention import GraphSelfAttention
+from graphattn.errors import GraphInputError
+from graphattn.nn.attention import PLAIN_SOFTMAX_KERNELS, GraphSelfAttention, check_heads_divide
 from graphattn.nn.dropout import Dropout
 from graphattn.nn.edge_features import LinearEdgeEncoding
 from graphattn.nn.transformer import feed_forward, make_norm
@@ -61,6 +62,14 @@ class HybridLayer(nn.Module):
         **attention_kwargs,
     ) -> None:
         super().__init__()
+        check_heads_divide("channels", channels, heads)
+        kernel = attention_kwargs.get("kernel", "auto")
+        if global_hop_bias and kernel in PLAIN_SOFTMAX_KERNELS:
+            raise GraphInputError(
+                f"kernel={kernel!r} cannot add the global branch's hop bias: pass "
+                "global_hop_bias=False, or kernel='auto' to run that branch on the reference "
+                "kernel"
+            )
         local_only = {
             key: attention_kwargs.pop(key)
             for key in ("attend", "hop_bias")

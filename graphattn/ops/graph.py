@@ -11,7 +11,8 @@ counter), so a stack of layers called on the same graph prepares it once. Edits 
 bypass the version counter (through ``edge_index.data`` or a NumPy view) are not seen:
 pass a new tensor, or ``cache=False``, after such an edit. Edge sets prepared under
 ``torch.inference_mode()`` are kept apart from the others, whose tensors autograd may
-need to save for a backward pass.
+need to save for a backward pass. Tensors created under inference mode carry no version
+counter and are not cached.
 """
 
 from __future__ import annotations
@@ -323,10 +324,12 @@ def prepare_edges(
         extra = _extra_pairs(edge_index, num_nodes, attend, hops, batch)
         return _build(edge_index, num_nodes, add_self_loops, extra)
 
-    if not cache:
-        return build()
     needs_batch = attend != "edges" and batch is not None
     tensors = [edge_index, batch if needs_batch else None]
+    # Tensors made under inference mode have no version counter, so an in-place edit
+    # could not be told apart from the cached graph: they are prepared every call.
+    if not cache or any(t is not None and t.is_inference() for t in tensors):
+        return build()
     key = (
         *(_EdgeSetCache.stamp(t) for t in tensors),
         num_nodes,

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 import torch
 from torch import Tensor
 
-from graphattn.errors import GraphInputError
+from graphattn.errors import GraphInputError, check_count
 from graphattn.ops.graph import validate_batch, validate_edge_index
 
 __all__ = ["global_edges", "khop_edges"]
@@ -72,8 +72,7 @@ def khop_edges(
         :math:`d(j, i) \in [1, \text{hops}]`; both on the device of ``edge_index``.
     """
     validate_edge_index(edge_index, num_nodes)
-    if isinstance(hops, bool) or not isinstance(hops, int) or hops < 1:
-        raise GraphInputError(f"hops must be an int >= 1, got {hops!r}")
+    hops = check_count("hops", hops)
     if batch is not None:
         validate_batch(batch, num_nodes)
         if bool((batch[edge_index[0]] != batch[edge_index[1]]).any()):
@@ -127,8 +126,7 @@ def global_edges(
         torch.Tensor: ``edge_index`` of shape :math:`[2, \sum_g n_g (n_g - 1)]` (long; row 0
         source, row 1 target), sorted by ``(target, source)``.
     """
-    if isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or num_nodes < 0:
-        raise GraphInputError(f"num_nodes must be an int >= 0, got {num_nodes!r}")
+    num_nodes = check_count("num_nodes", num_nodes, least=0)
     if device is None:
         device = batch.device if batch is not None else torch.device("cpu")
     if batch is None:
