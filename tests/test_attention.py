@@ -705,8 +705,11 @@ def test_numpy_integers_are_accepted_for_counts():
 @pytest.mark.parametrize(
     ("batch", "message"),
     [
-        (torch.tensor([0.0, 0.0, 1.0, 1.0]), "batch must be an integer tensor of graph ids"),
-        (torch.tensor([True, True, False, False]), "batch must be an integer tensor"),
+        (torch.tensor([0.0, 0.0, 1.0, 1.0]), r"batch must be an int64 \(or int32\) tensor"),
+        (torch.tensor([True, True, False, False]), r"batch must be an int64 \(or int32\) tensor"),
+        # torch cannot index with int16 (an IndexError) and reads uint8 as a mask
+        (torch.tensor([0, 0, 1, 1], dtype=torch.int16), r"got torch.int16"),
+        (torch.tensor([0, 0, 1, 1], dtype=torch.uint8), r"got torch.uint8"),
         (torch.tensor([-1, -1, 0, 0]), "batch must hold graph ids >= 0"),
     ],
 )

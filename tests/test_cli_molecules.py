@@ -181,12 +181,12 @@ def test_unreadable_checkpoints_and_wrong_data_files_are_one_line_errors(tmp_pat
 
     run = tmp_path / "run"
     run.mkdir()
-    for content, problem in [
-        (b"", r"not a graphattn checkpoint \(not a file written by torch.save\)"),
-        (b"smiles,y\nCCO,1\n", r"not a graphattn checkpoint \(not a file written by torch"),
-    ]:
+    torch.save({"format_version": 1, "kind": "molecule", "state_dict": {}}, run / "model.pt")
+    whole = (run / "model.pt").read_bytes()
+    unreadable = r"not a readable torch.save archive \(truncated or damaged, or another kind"
+    for content in [b"", b"smiles,y\nCCO,1\n", whole[: len(whole) // 2]]:  # the last: cut short
         (run / "model.pt").write_bytes(content)
-        with pytest.raises(GraphInputError, match=rf"model.pt: {problem}"):
+        with pytest.raises(GraphInputError, match=rf"model.pt: {unreadable}"):
             load_checkpoint(run)
     torch.save({"format_version": 99, "kind": "molecule", "state_dict": {}}, run / "model.pt")
     with pytest.raises(
@@ -255,6 +255,16 @@ def test_output_paths_that_cannot_be_written_fail_before_any_work(two_target_run
         code = main(["train", *data, "--epochs", "1", "--no-progress", "--out", str(a_file)])
         assert code == 2
         assert f"run folder {a_file} is a file" in capsys.readouterr().err
+        # inside a file: refused before training too (it failed after the last epoch)
+        code = main(["train", *data, "--epochs", "1", "--no-progress",
+                     "--out", str(a_file / "run")])  # fmt: skip
+        assert code == 2
+        assert f"cannot be created: {a_file} is a file" in capsys.readouterr().err
+    for command in ("predict", "evaluate"):  # and an output file inside a file
+        code = main([command, "--model", str(missing_model), "--csv", str(source),
+                     "--out", str(a_file / "sub" / "out.csv")])  # fmt: skip
+        assert code == 2
+        assert f"cannot be written: {a_file} is a file" in capsys.readouterr().err
     assert main(["bench", "--quick", "--no-progress", "--out", str(a_file)]) == 2
     assert "File exists" in capsys.readouterr().err  # an OSError is a message, not a traceback
     assert a_file.read_text() == "keep me"

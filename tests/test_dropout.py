@@ -117,6 +117,19 @@ def test_identity_and_fallbacks() -> None:
         keep_mask((3,), 1e-9, torch.float32)
 
 
+def test_float16_keeps_finite_values_where_the_rounded_scale_overflows() -> None:
+    # p = 0.99998 rounds to 65535 / 65536: a scale of 65536, above float16's 65504, made
+    # every kept element inf; torch's dropout (exact scale 50000) is used there instead
+    torch.manual_seed(0)
+    x = torch.ones(200_000, dtype=torch.float16)
+    out = dropout(x, 0.99998)
+    assert torch.isfinite(out).all() and torch.count_nonzero(out) > 0
+    assert float(out.max()) == pytest.approx(1 / (1 - 0.99998), rel=1e-3)
+    assert torch.isfinite(dropout(x.float(), 0.99998)).all()  # float32 keeps its own mask
+    with pytest.raises(ValueError, match="overflows torch.float16"):
+        keep_mask((3,), 0.99998, torch.float16)
+
+
 def test_module_matches_torch_dropout_contract() -> None:
     layer = Dropout(0.3)
     assert isinstance(layer, torch.nn.Dropout)

@@ -174,9 +174,29 @@ def test_attention_weights_match_reference() -> None:
     torch.testing.assert_close(alpha, ref_alpha, atol=1e-5, rtol=1e-5)
     with torch.no_grad():  # the SDDMM path
         torch.testing.assert_close(edge_attention_weights(q, k, edges, lse, 0.5, ek), ref_alpha)
-    # Differentiable, through lse as well: the weights of a node sum to one.
+    # Differentiable; the weights of a node sum to one, so their sum has no gradient.
     grads = torch.autograd.grad(alpha.sum(), (q, k))
     assert all(float(g.abs().max()) < 1e-4 for g in grads)
+
+
+@pytest.mark.parametrize("edge_terms", [True, False], ids=["edge_features", "none"])
+def test_differentiable_weights_sum_to_one_at_large_scores(edge_terms: bool) -> None:
+    # The differentiable path recomputes the scores in another order of operations than
+    # the kernel; at scores of 1e3-1e5 exp(score - kernel's lse) missed 1 by up to 0.13.
+    edges = random_graph(60, 300)
+    torch.manual_seed(0)
+    q, k, v, ek, ev = random_inputs(edges, 4, 4, edge_terms)
+    q = (q.detach() * 1000).requires_grad_()
+    _, lse = fused_edge_attention(q, k, v, edges, None, ek, ev)
+    alpha = edge_attention_weights(q, k, edges, lse, None, ek)
+    assert alpha.requires_grad
+    sums = torch.zeros(60, 4).index_add_(0, edges.edge_index[1], alpha.detach())
+    has_edges = edges.rowptr.diff() > 0
+    torch.testing.assert_close(sums[has_edges], torch.ones_like(sums[has_edges]))
+    with torch.no_grad():
+        torch.testing.assert_close(
+            alpha.detach(), edge_attention_weights(q, k, edges, lse, None, ek), atol=1e-4, rtol=0
+        )
 
 
 def test_bfloat16_inputs_on_cpu() -> None:

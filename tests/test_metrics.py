@@ -67,3 +67,14 @@ def test_nan_predictions_stay_visible_in_the_mean():
     y = np.array([[1.0, 2.0], [2.0, 3.0], [3.0, 4.0]])
     p = np.array([[1.0, NAN], [2.0, NAN], [3.0, NAN]])  # a diverged second head
     assert math.isnan(regression_metrics(y, p)["rmse"])
+    assert math.isnan(regression_metrics(y, p)["r2"])
+
+
+def test_r2_of_a_constant_target_is_undefined_and_left_out_of_the_mean():
+    # a constant column has no variance to explain: its R² divided by a floor of 1e-12
+    # gave -1e10, which swamped the other targets' mean
+    y = np.array([[0.0, 1.0], [2.0, 1.0], [4.0, 1.0]])
+    p = np.array([[0.1, 1.1], [2.0, 0.9], [3.9, 1.0]])
+    assert regression_metrics(y, p)["r2"] == pytest.approx(1 - 0.02 / 8)
+    assert math.isnan(regression_metrics(y[:, 1], p[:, 1])["r2"])
+    assert regression_metrics(y[:, 1], p[:, 1])["rmse"] == pytest.approx(math.sqrt(0.02 / 3))

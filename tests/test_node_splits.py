@@ -123,3 +123,13 @@ def test_every_class_gets_a_training_node_even_when_rounding_gives_none():
     pairs = torch.tensor([0, 0, 1, 1, 2, 2])  # round(0.2 * 2) = 0
     train, _, _ = node_split_masks(pairs, (0.2, 0.4, 0.4), seed=0)
     assert sorted(pairs[train].tolist()) == [0, 1, 2]
+
+
+def test_node_seeds_beyond_64_bits():
+    from graphattn.train.loop import torch_seed
+
+    assert torch_seed(2**64 + 5) == 5 and torch_seed(7) == 7
+    y = torch.tensor([0, 1] * 10)
+    masks = node_split_masks(y, (0.5, 0.25, 0.25), seed=2**64 + 5)
+    for got, want in zip(masks, node_split_masks(y, (0.5, 0.25, 0.25), seed=5), strict=True):
+        assert torch.equal(got, want)

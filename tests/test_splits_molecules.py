@@ -83,6 +83,11 @@ def test_split_sizes_distribute_the_remainder() -> None:
     assert sum(split_sizes(7, (0.5, 0.25, 0.25))) == 7
     assert split_sizes(10, (0.8, 0.1, 0.1)) == (8, 1, 1)
     assert split_sizes(0) == (0, 0, 0)
+    # fractions a hair off 1 (within the 1e-6 accepted) still give sizes that add up to
+    # n: the floors overshot n by 3 here, and the remainder step added instead of removing
+    for fractions in [(0.8, 0.1, 0.1000005), (0.8, 0.1, 0.0999995)]:
+        assert sum(split_sizes(3_000_000, fractions)) == 3_000_000
+        assert sum(split_sizes(300_000_000, fractions)) == 300_000_000
 
 
 @pytest.mark.parametrize(
@@ -175,6 +180,9 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
         ({"train": [0, 1], "val": [2], "test": [-3]}, "not a valid index"),
         ({"train": [0, 1], "val": ["2"], "test": [3]}, "not a valid index"),
         ({"train": [0, 1], "val": [2], "test": [4]}, "cover"),
+        ({"train": None, "val": [], "test": []}, r"split\['train'\] must be a list"),
+        ({"train": 5, "val": [0], "test": [1]}, r"split\['train'\] must be a list"),
+        ({"train": "01", "val": [2], "test": [3]}, r"split\['train'\] must be a list"),
     ],
 )
 def test_load_rejects_invalid_splits(tmp_path: Path, payload: dict, problem: str) -> None:
@@ -190,6 +198,9 @@ def test_load_rejects_broken_json(tmp_path: Path) -> None:
     path.write_text("{not json")
     with pytest.raises(GraphInputError, match="not a valid split"):
         load_split(path)
+    path.write_bytes(b'{"train": [0], "val": [1], "test": [2], "note": "\xff"}')
+    with pytest.raises(GraphInputError, match="split.json: not a valid split"):
+        load_split(path)  # not UTF-8
 
 
 def test_scaffold_split_puts_an_oversized_largest_group_in_train() -> None:

@@ -540,6 +540,10 @@ def test_seeds_beyond_32_bits_train_and_are_repeatable(tmp_path):
     config = tiny_config(seed=5_000_000, ensemble=2)  # member seeds pass 2**32
     runs = [train_molecule_model(dataset, config, progress=False) for _ in range(2)]
     assert runs[0]["train"]["rmse"] == runs[1]["train"]["rmse"]
+    # member seeds past 2**64, beyond what a torch generator takes, wrap too (they raised
+    # torch's "Overflow when unpacking long long")
+    huge = tiny_config(seed=10**17, ensemble=1, epochs=1)
+    assert np.isfinite(train_molecule_model(dataset, huge, progress=False)["train"]["rmse"])
 
 
 def test_a_model_without_attention_layers_trains(tmp_path):

@@ -563,9 +563,13 @@ def _smiles_of_rows(
 def _check_output_file(path: Path | None) -> None:
     """Refuse an output file that is a folder before any work is done (it is written last)."""
     from graphattn.errors import GraphInputError
+    from graphattn.train.loop import file_in_the_way
 
     if path is not None and path.is_dir():
         raise GraphInputError(f"--out {path} is a folder; name the file to write")
+    blocker = None if path is None else file_in_the_way(path.parent)
+    if blocker is not None:
+        raise GraphInputError(f"--out {path} cannot be written: {blocker} is a file")
 
 
 def _fresh_name(name: str, taken: set[str]) -> str:

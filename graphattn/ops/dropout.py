@@ -65,7 +65,14 @@ def keep_mask(shape: torch.Size | tuple[int, ...], p: float, dtype: torch.dtype)
     drop_levels = _drop_levels(p)
     if not 0 < drop_levels < _LEVELS:
         raise ValueError(f"p={p} rounds to {drop_levels / _LEVELS}; use F.dropout")
+    if not _scale_fits(drop_levels, dtype):
+        raise ValueError(f"p={p} keeps 1 element in {_LEVELS}: its scale overflows {dtype}")
     return _keep_mask(shape, drop_levels, dtype)
+
+
+def _scale_fits(drop_levels: int, dtype: torch.dtype) -> bool:
+    # float16 tops out at 65504, below the scale 65536 of p rounded to 65535 / 65536
+    return _LEVELS / (_LEVELS - drop_levels) <= torch.finfo(dtype).max
 
 
 def _keep_mask(shape: torch.Size | tuple[int, ...], drop_levels: int, dtype: torch.dtype) -> Tensor:
@@ -144,6 +151,8 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     if not training or p == 0.0:
         return x
     if x.device.type != "cpu" or not x.is_floating_point() or not 0 < drop_levels < _LEVELS:
+        return F.dropout(x, p, training)
+    if not _scale_fits(drop_levels, x.dtype):
         return F.dropout(x, p, training)
     # a plain product: autograd saves only the mask, like F.dropout
     return x * _keep_mask(x.shape, drop_levels, x.dtype)

@@ -60,7 +60,7 @@ from graphattn.ops.attention import (
     refuse_double_backward,
 )
 from graphattn.ops.graph import EdgeSet
-from graphattn.ops.segment import segment_reduce_csr
+from graphattn.ops.segment import segment_reduce_csr, segment_softmax
 
 __all__ = ["BACKENDS", "edge_attention_weights", "fused_edge_attention"]
 
@@ -411,8 +411,9 @@ def edge_attention_weights(
 
     Returns:
         ``[E, H]`` weights, summing to 1 over each node's incoming edges. Differentiable
-        (through a gather of ``[E, H, D]`` keys) when any input requires grad, and so
-        computed off CPU; otherwise with the memory-lean SDDMM, one head at a time.
+        (through a gather of ``[E, H, D]`` keys and a segment softmax, which does not
+        use ``lse``) when any input requires grad, and so computed off CPU; otherwise
+        with the memory-lean SDDMM, one head at a time.
     """
     scale = default_scale(q.size(-1), scale)
     if edges.num_edges == 0:
@@ -428,7 +429,10 @@ def edge_attention_weights(
         if edge_key is not None:
             keys = keys + edge_key.to(wide)
         scores = torch.linalg.vecdot(q[dst].to(wide) * scale, keys)
-        return (scores - lse[dst]).exp().to(q.dtype)
+        # Normalised afresh, not with the kernel's lse: these scores round differently
+        # from the kernel's, and at scores of 1e3 and more exp(s - lse) then missed a
+        # row sum of 1 by up to 10%.
+        return segment_softmax(scores, dst, edges.num_nodes).to(q.dtype)
     dtype, heads = _compute_dtype(q.dtype), q.size(1)
     cast = [None if t is None else t.to(dtype) for t in (q, k, lse, edge_key)]
     ops = _HeadOps(_graph_csr(edges), cast[0], edge_scratch=0)

@@ -130,14 +130,17 @@ NEGATIVE_GRAPH_ID = "batch must hold graph ids >= 0"
 
 
 def validate_batch(batch: Tensor, num_nodes: int, check_ids: bool = True) -> None:
-    """Raise :class:`GraphInputError` unless ``batch`` is a ``[num_nodes]`` integer tensor
-    of graph ids >= 0 (``check_ids=False`` leaves the ids to the caller, which can check
-    them without a host synchronisation of its own)."""
+    """Raise :class:`GraphInputError` unless ``batch`` is a ``[num_nodes]`` int64 (or
+    int32) tensor of graph ids >= 0 (``check_ids=False`` leaves the ids to the caller,
+    which can check them without a host synchronisation of its own). Other integer
+    types are refused: torch cannot index with int16, and reads uint8 as a mask."""
     if not isinstance(batch, Tensor) or batch.dim() != 1 or batch.numel() != num_nodes:
         shape = list(batch.shape) if isinstance(batch, Tensor) else type(batch).__name__
         raise GraphInputError(f"batch must have shape [N={num_nodes}], got {shape}")
-    if batch.dtype.is_floating_point or batch.dtype.is_complex or batch.dtype == torch.bool:
-        raise GraphInputError(f"batch must be an integer tensor of graph ids, got {batch.dtype}")
+    if batch.dtype not in (torch.int64, torch.int32):
+        raise GraphInputError(
+            f"batch must be an int64 (or int32) tensor of graph ids, got {batch.dtype}"
+        )
     if check_ids and batch.numel() > 0 and int(batch.min()) < 0:
         raise GraphInputError(NEGATIVE_GRAPH_ID)
 

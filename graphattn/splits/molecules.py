@@ -50,8 +50,11 @@ def _check_fractions(fractions: Sequence[float]) -> tuple[float, float, float]:
         raise GraphInputError(f"fractions must be 3 numbers (train, val, test), got {fractions}")
     if not all(math.isfinite(f) and f > 0 for f in values):
         raise GraphInputError(f"fractions must all be positive, got {fractions}")
-    if abs(sum(values) - 1.0) > 1e-6:
-        raise GraphInputError(f"fractions must sum to 1 (within 1e-6), got sum {sum(values)}")
+    total = sum(values)
+    if abs(total - 1.0) > 1e-6:
+        raise GraphInputError(f"fractions must sum to 1 (within 1e-6), got sum {total}")
+    if total != 1.0:  # within the tolerance: scaled, so that part sizes add up to n
+        values = tuple(f / total for f in values)
     return values  # type: ignore[return-value]
 
 
@@ -167,7 +170,10 @@ def check_split(split: dict[str, Sequence[int]], n: int | None = None) -> None:
         raise GraphInputError(f"split must have the keys {SPLIT_NAMES}, got {sorted(split)}")
     seen: dict[int, str] = {}
     for name in SPLIT_NAMES:
-        for index in split[name]:
+        part = split[name]
+        if isinstance(part, str | bytes) or not isinstance(part, Sequence | np.ndarray):
+            raise GraphInputError(f"split[{name!r}] must be a list of indices, got {part!r}")
+        for index in part:
             if isinstance(index, bool) or not isinstance(index, int | np.integer) or index < 0:
                 raise GraphInputError(f"split[{name!r}]: {index!r} is not a valid index")
             if int(index) in seen:
@@ -226,6 +232,6 @@ def load_split(path: str | Path, n: int | None = None) -> dict[str, np.ndarray]:
             raise GraphInputError("expected a JSON object of index lists")
         payload.pop("rows", None)  # the source data rows, for people reading the file
         check_split(payload, n)
-    except (json.JSONDecodeError, GraphInputError) as err:
+    except (json.JSONDecodeError, UnicodeDecodeError, GraphInputError) as err:
         raise GraphInputError(f"{path}: not a valid split: {err}") from err
     return {name: np.asarray(payload[name], dtype=np.int64) for name in SPLIT_NAMES}

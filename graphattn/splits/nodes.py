@@ -53,7 +53,7 @@ def node_split_masks(
     """
     f_train, f_val, f_test = _check_fractions(fractions, labels_per_class)
     y = _check_labels(y)
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed % 2**64 if seed >= 2**64 else seed)  # 64 bits
     masks = tuple(torch.zeros_like(y, dtype=torch.bool) for _ in range(3))
     for c in range(int(y.max()) + 1):
         members = (y == c).nonzero().view(-1)

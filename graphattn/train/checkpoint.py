@@ -49,8 +49,8 @@ def load_checkpoint(run_dir_or_file: str | Path) -> dict[str, Any]:
         raise FileNotFoundError(f"no checkpoint at {path}: pass a run folder made by train")
     if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; a CSV is not one
         raise GraphInputError(
-            f"{path}: not a graphattn checkpoint (not a file written by torch.save); pass a "
-            "run folder made by train or its model.pt"
+            f"{path}: not a readable torch.save archive (truncated or damaged, or another "
+            "kind of file); pass a run folder made by train or its model.pt"
         )
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)

@@ -45,14 +45,29 @@ RUN_FILES = (
 
 
 def check_run_folder(run_dir: str | Path | None) -> None:
-    """Raise :class:`GraphInputError` if ``run_dir`` is an existing file.
+    """Raise :class:`GraphInputError` if ``run_dir``, or the folder it would be created
+    in, is an existing file.
 
     The trainers call it before training, since the run folder is written only at the end.
     """
-    if run_dir is not None and Path(run_dir).exists() and not Path(run_dir).is_dir():
+    if run_dir is None:
+        return
+    blocker = file_in_the_way(Path(run_dir))
+    if blocker == Path(run_dir):
         raise GraphInputError(
             f"run folder {run_dir} is a file; name a folder (it is created if missing)"
         )
+    if blocker is not None:
+        raise GraphInputError(f"run folder {run_dir} cannot be created: {blocker} is a file")
+
+
+def file_in_the_way(path: Path) -> Path | None:
+    """The nearest of ``path`` and its parents that exists, if it is not a folder: a file
+    that stops ``path`` from being created as a folder, or inside one."""
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return None if candidate.is_dir() else candidate
+    return None
 
 
 def start_run_folder(run_dir: str | Path) -> Path:
@@ -127,7 +142,12 @@ def seed_everything(seed: int) -> None:
     """Seed Python, NumPy and torch so a run is repeatable on one machine."""
     random.seed(seed)
     np.random.seed(seed % 2**32)  # NumPy's legacy seed has 32 bits; large seeds wrap
-    torch.manual_seed(seed)
+    torch.manual_seed(torch_seed(seed))
+
+
+def torch_seed(seed: int) -> int:
+    """``seed`` wrapped into the 64 bits a torch generator takes (smaller seeds unchanged)."""
+    return seed % 2**64 if seed >= 2**64 else seed
 
 
 def warmup_cosine(

@@ -2,7 +2,7 @@
 
 Missing targets (NaN) are left out of every metric; multi-task metrics are the mean
 over tasks of the per-task values, over the tasks where the metric is defined (two
-labelled molecules; for ROC-AUC, both classes).
+labelled molecules; for ROC-AUC, both classes; for R², not all values equal).
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from sklearn.metrics import accuracy_score, f1_score, roc_auc_score
 __all__ = ["classification_metrics", "node_metrics", "regression_metrics", "spread_metrics"]
 
 
-def _per_task(y_true: np.ndarray, y_pred: np.ndarray, fn, skip_undefined: bool = False) -> float:
+def _per_task(y_true: np.ndarray, y_pred: np.ndarray, fn) -> float:
+    """Mean over tasks of ``fn(true, pred)`` on each task's labelled rows; ``fn`` returns
+    ``None`` where its metric is undefined for a task, which leaves that task out."""
     y_true, y_pred = np.asarray(y_true, float), np.asarray(y_pred, float)
     if y_true.ndim == 1:
         y_true, y_pred = y_true[:, None], y_pred[:, None]
@@ -23,19 +25,20 @@ def _per_task(y_true: np.ndarray, y_pred: np.ndarray, fn, skip_undefined: bool =
         keep = ~np.isnan(y_true[:, t])
         if keep.sum() >= 2:
             values.append(fn(y_true[keep, t], y_pred[keep, t]))
-    if skip_undefined:
-        # a task whose metric is undefined (ROC-AUC with one class) must not make the
-        # mean NaN: a NaN validation metric stops model selection and early stopping.
-        # Other NaNs (from NaN predictions) stay visible.
-        values = [v for v in values if not np.isnan(v)]
+    # An undefined task (one class for ROC-AUC, a constant target for R²) must not make
+    # the mean NaN, or swamp it: a NaN validation metric stops model selection. NaNs
+    # from NaN predictions stay visible.
+    values = [v for v in values if v is not None]
     return float(np.mean(values)) if values else float("nan")
 
 
 def regression_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
-    """``{"rmse", "mae", "r2"}`` of ``[n, T]`` arrays (NaN targets ignored)."""
+    """``{"rmse", "mae", "r2"}`` of ``[n, T]`` arrays (NaN targets ignored; R² is
+    undefined for a target whose labelled values are all equal)."""
 
     def r2(t, p):
-        return 1.0 - ((t - p) ** 2).sum() / max(((t - t.mean()) ** 2).sum(), 1e-12)
+        spread = ((t - t.mean()) ** 2).sum()
+        return None if spread == 0 else 1.0 - ((t - p) ** 2).sum() / spread
 
     return {
         "rmse": _per_task(y_true, y_pred, lambda t, p: np.sqrt(np.mean((t - p) ** 2))),
@@ -78,10 +81,10 @@ def classification_metrics(y_true: np.ndarray, logits: np.ndarray) -> dict[str, 
     """``{"roc_auc", "accuracy"}`` for binary (per-task) labels and logits."""
 
     def auc(t, p):
-        return roc_auc_score(t, p) if len(np.unique(t)) == 2 else np.nan
+        return roc_auc_score(t, p) if len(np.unique(t)) == 2 else None
 
     return {
-        "roc_auc": _per_task(y_true, logits, auc, skip_undefined=True),
+        "roc_auc": _per_task(y_true, logits, auc),
         "accuracy": _per_task(y_true, logits, lambda t, p: np.mean((p > 0) == (t > 0.5))),
     }
 

@@ -31,6 +31,7 @@ from graphattn.train.loop import (
     check_training_settings,
     seed_everything,
     start_run_folder,
+    torch_seed,
     training_device,
     write_json,
 )
@@ -246,7 +247,7 @@ def train_node_model(
     optimizer = adamw(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     has_val = bool(masks["val"].any())
     stopper = EarlyStopping(config.patience if has_val else None, higher_is_better=True)
-    generator = torch.Generator().manual_seed(config.seed)
+    generator = torch.Generator().manual_seed(torch_seed(config.seed))
     eval_known = torch.where(masks["train"], y, torch.full_like(y, -1))
     # Labels and masks stay on the CPU for the label masking and the metrics; the
     # model's inputs and the loss's labels go to the device, once.
