@@ -212,6 +212,36 @@ def test_label_only_nodes_become_isolated_nodes(tmp_path, caplog):
     assert "1 node(s) found only in the label/feature files" in caplog.text
 
 
+def test_label_lines_without_a_label_still_add_their_nodes(tmp_path):
+    # the label-only node w, whose label is empty, was dropped from the graph (z, with a
+    # label, was added): both are nodes; only z is labelled
+    edges = write(tmp_path, "e.csv", "a,b\nb,c\n")
+    labels = write(tmp_path, "l.csv", "id,label\na,x\nb,y\nc,x\nz,y\nw,\n")
+    for source in (labels, {"a": "x", "b": "y", "c": "x", "z": "y", "w": None}):
+        data = load_node_graph(edges, labels=source)
+        assert data.node_ids == ["a", "b", "c", "w", "z"]
+        assert data.y.tolist() == [0, 1, 0, -1, 1]
+        assert data.graph_report.num_isolated_nodes == 2
+
+
+def test_a_label_column_in_the_feature_file_is_not_a_feature(tmp_path, caplog):
+    # one file for labels and features: the default feature columns (every column but
+    # the id) took the numeric label column in, and test labels leaked into x
+    edges = write(tmp_path, "e.csv", "0,1\n1,2\n2,3\n")
+    nodes = write(tmp_path, "n.csv", "id,f1,f2,label\n0,0.5,1,2\n1,1.5,0,0\n2,2.5,1,1\n3,3.5,0,2\n")
+    with caplog.at_level(logging.INFO):
+        data = load_node_graph(edges, labels=nodes, features=nodes)
+    assert data.x_blocks == {"features": (0, 2)}
+    assert data.x.tolist() == [[0.5, 1.0], [1.5, 0.0], [2.5, 1.0], [3.5, 0.0]]
+    assert data.y.tolist() == [2, 0, 1, 2]
+    assert "the label column 'label' is left out of the features" in caplog.text
+    # named feature columns are read as named; another feature file keeps every column
+    chosen = load_node_graph(edges, labels=nodes, features=nodes, feature_cols=["f1", "label"])
+    assert chosen.x[:, 1].tolist() == [2.0, 0.0, 1.0, 2.0]
+    copy = write(tmp_path, "copy.csv", nodes.read_text())
+    assert load_node_graph(edges, labels=nodes, features=copy).x.size(1) == 3
+
+
 def test_conflicting_labels_name_the_id_and_both_labels(tmp_path):
     path = write(tmp_path, "l.csv", "id,label\n7,cat\n8,dog\n7,bird\n")
     with pytest.raises(GraphInputError, match=r"node '7': 'cat' \(line 2\) and 'bird' \(line 4\)"):

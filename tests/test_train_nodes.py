@@ -6,11 +6,13 @@ import csv
 import json
 import math
 
+import networkx as nx
 import pytest
 import torch
 
 from graphattn.cli.main import main
 from graphattn.datasets.social import load_node_dataset
+from graphattn.featurize.graph import from_networkx
 from graphattn.splits.nodes import node_split_masks
 from graphattn.train.nodes import NodeTrainConfig, train_node_model
 
@@ -347,9 +349,42 @@ def test_label_inputs_show_only_training_labels_and_score_only_hidden_ones(monke
         assert (known[val | test] == -1).all()
         assert rows == int((train & (known == -1)).sum())  # the loss scores the hidden ones
     evaluation = [known for is_training, known, _ in calls if not is_training]
-    assert evaluation and all(k is not None for k in evaluation)
-    for known in evaluation:  # scoring val and test: every training label, no other
+    assert len(evaluation) == 6 + 1 + 2 and all(k is not None for k in evaluation)
+    for known in evaluation[:7]:  # scoring val and test: every training label, no other
         assert (known[val | test] == -1).all() and torch.equal(known[train], data.y[train])
+    # then the training nodes, in round(1 / label_mask_rate) = 2 folds, each pass hiding
+    # one fold's labels: every training node is scored once without its own label
+    hidden = [train & (known == -1) for known in evaluation[7:]]
+    assert all(h.any() for h in hidden) and not (hidden[0] & hidden[1]).any()
+    assert torch.equal(hidden[0] | hidden[1], train)
+    for known in evaluation[7:]:
+        shown = known != -1
+        assert torch.equal(known[shown], data.y[shown]) and not (shown & (val | test)).any()
+
+
+def test_training_nodes_are_scored_without_their_own_label():
+    # the train metrics and predictions.csv's training rows came from a pass that showed
+    # each training node its own label (0.978 against 0.959 hidden, on facebook-pages)
+    from graphattn.models.node import NodeClassifier, NodeModelConfig
+    from graphattn.train.nodes import final_logits
+
+    data = load_node_dataset("karate")
+    train, _, _ = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    torch.manual_seed(0)
+    config = NodeModelConfig(data.x.size(1), 2, hidden=8, heads=2, label_inputs=True)
+    model = NodeClassifier(config).eval()
+    known = torch.where(train, data.y, torch.full_like(data.y, -1))
+    logits = final_logits(model, data.x, data.edge_index, known, train, 0.5)
+    with torch.no_grad():
+        full = model(data.x, data.edge_index, known)
+    assert torch.equal(logits[~train], full[~train])  # the others read every training label
+    for node in train.nonzero().flatten()[:4].tolist():
+        flipped = known.clone()
+        flipped[node] = 1 - flipped[node]  # another own label: its logits do not move
+        again = final_logits(model, data.x, data.edge_index, flipped, train, 0.5)
+        assert torch.equal(again[node], logits[node])
+        with torch.no_grad():  # while a pass that shows it its own label does move
+            assert not torch.equal(model(data.x, data.edge_index, flipped)[node], full[node])
 
 
 def test_history_and_metrics_score_the_validation_nodes_of_the_kept_epoch(monkeypatch, tmp_path):
@@ -388,3 +423,21 @@ def test_a_known_label_of_class_zero_is_an_input():
     unknown = model(x, edge_index, torch.tensor([-1, -1, -1]))
     class_zero = model(x, edge_index, torch.tensor([0, -1, -1]))
     assert not torch.allclose(unknown[0], class_zero[0])
+
+
+def test_a_named_class_without_nodes_keeps_its_output_and_column(tmp_path):
+    # label_names has 3 classes, but no node carries the last one: the model had 2
+    # outputs while predictions.csv's header named 3 probabilities
+    graph = nx.karate_club_graph()
+    for node in graph:
+        graph.nodes[node]["kind"] = "a" if node % 2 else "b"
+    data = from_networkx(graph, label_attr="kind")
+    data.label_names = ["a", "b", "c"]
+    masks = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    metrics = train_node_model(
+        data, masks, NodeTrainConfig(epochs=2), run_dir=tmp_path, progress=False
+    )
+    assert metrics["num_classes"] == 3
+    rows = list(csv.reader((tmp_path / "predictions.csv").read_text().splitlines()))
+    assert rows[0][-3:] == ["prob_a", "prob_b", "prob_c"]
+    assert all(len(row) == len(rows[0]) for row in rows)

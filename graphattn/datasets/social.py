@@ -255,7 +255,22 @@ def read_labels(
             on two label lines (naming the id and both lines, and both labels when
             they differ).
     """
-    return _read_labels(path, id_col, label_col, delimiter, has_header)
+    return _read_labels(path, id_col, label_col, delimiter, has_header).labels
+
+
+@dataclass
+class _LabelFile:
+    """What :func:`load_node_graph` needs of a label file (or dict).
+
+    Attributes:
+        labels: node id -> label, for the labelled nodes.
+        unlabelled: ids whose label is empty or missing (they stay in the graph).
+        column: the label column of the file (``None`` for a dict).
+    """
+
+    labels: dict[str, str]
+    unlabelled: list[str]
+    column: int | None = None
 
 
 def _read_labels(
@@ -265,7 +280,7 @@ def _read_labels(
     delimiter: str | None,
     has_header: bool | None,
     text_col: Column | None = None,
-) -> dict[str, str]:
+) -> _LabelFile:
     """:func:`read_labels`; ``text_col`` is a column also read from the file (as
     text), so it is not an extra field and cannot be the default label."""
     if has_header is None and any(isinstance(c, str) for c in (id_col, label_col, text_col)):
@@ -286,7 +301,8 @@ def _read_labels(
         check_whitespace_width(table, used, "a label or text with spaces")
     else:
         check_header_width(table, used)
-    return _collect_labels(table, id_at, label_at)
+    labels, unlabelled = _collect_labels(table, id_at, label_at)
+    return _LabelFile(labels, unlabelled, label_at)
 
 
 def _default_label_column(table: Table, id_at: int) -> int:
@@ -313,15 +329,17 @@ def _check_label_columns(
         )
 
 
-def _collect_labels(table: Table, id_at: int, label_at: int) -> dict[str, str]:
+def _collect_labels(table: Table, id_at: int, label_at: int) -> tuple[dict[str, str], list[str]]:
+    """``(labels, unlabelled ids)`` of a label file's lines."""
     labels: dict[str, str] = {}
     seen_at: dict[str, int] = {}
-    unlabelled = []
+    unlabelled, unlabelled_ids = [], []
     for line, fields in table.rows:
         node = field_at(fields, id_at, table.path, line, "id")
         label = fields[label_at] if -len(fields) <= label_at < len(fields) else ""
         if not label:
             unlabelled.append(line)
+            unlabelled_ids.append(node)
         elif node not in labels:
             labels[node], seen_at[node] = label, line
         elif labels[node] == label:
@@ -342,7 +360,7 @@ def _collect_labels(table: Table, id_at: int, label_at: int) -> dict[str, str]:
             len(unlabelled),
             unlabelled[0],
         )
-    return labels
+    return labels, unlabelled_ids
 
 
 # ----------------------------------------------------------------------------- features
@@ -405,9 +423,11 @@ def _read_node_table(
     delimiter: str | None,
     has_header: bool | None,
     check_width: bool = True,
+    skip_cols: Sequence[int] = (),
 ) -> NodeTable:
     """:func:`read_node_features`; ``check_width=False`` when the file's width was
-    checked already (a label file read for its text column)."""
+    checked already (a label file read for its text column); ``skip_cols`` are left out
+    of the default feature columns (the label column, when the labels are in the file)."""
     named = [c for c in (id_col, text_col, *(feature_cols or ())) if isinstance(c, str)]
     if has_header is None and named:
         has_header = True
@@ -415,7 +435,7 @@ def _read_node_table(
     table = read_table(path, delimiter, has_header, id_cols, None, is_float)
     id_at = column_index(id_col, table.header, table.path, "id")
     text_at = None if text_col is None else column_index(text_col, table.header, table.path, "text")
-    value_at = _feature_columns(table, id_at, text_at, feature_cols)
+    value_at = _feature_columns(table, id_at, text_at, feature_cols, skip_cols)
     used = [id_at, *value_at] + ([] if text_at is None else [text_at])
     if check_width and table.delimiter == WHITESPACE:
         check_whitespace_width(table, used, "a text or value with spaces")
@@ -463,14 +483,25 @@ def _unique_ids(table: Table, id_at: int) -> list[str]:
 
 
 def _feature_columns(
-    table: Table, id_at: int, text_at: int | None, feature_cols: Sequence[Column] | None
+    table: Table,
+    id_at: int,
+    text_at: int | None,
+    feature_cols: Sequence[Column] | None,
+    skip_cols: Sequence[int] = (),
 ) -> list[int]:
     if feature_cols is not None:
         return [column_index(c, table.header, table.path, "feature") for c in feature_cols]
     if text_at is not None:
         return []
     width = len(table.header) if table.header else len(table.rows[0][1]) if table.rows else 0
-    return [c for c in range(width) if c != id_at]
+    skipped = [c for c in range(width) if c in skip_cols]
+    if skipped:
+        log.info(
+            "%s: the label column %s is left out of the features (labels are never inputs)",
+            table.path,
+            ", ".join(repr(column_name(table, c)) for c in skipped),
+        )
+    return [c for c in range(width) if c != id_at and c not in skip_cols]
 
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -515,7 +546,8 @@ def load_node_graph(
     """Build a node-classification graph from an edge list and optional node files.
 
     The nodes are the ids of the edge list plus those of the label and feature
-    files (added as isolated nodes, with a warning), numbered by
+    files (added as isolated nodes, with a warning; label lines without a label
+    included), numbered by
     :func:`order_node_ids`. ``x`` concatenates, in this order, the numeric features
     of ``features``, hashed text features of ``text_col`` (taken from ``features``,
     or from ``labels`` when no feature file is given) and structural features
@@ -531,7 +563,8 @@ def load_node_graph(
         label_col: label column of the label file (default: the column named
             ``label`` when the header has one, else as in :func:`read_labels`).
         feature_cols: numeric columns of the feature file (see
-            :func:`read_node_features`).
+            :func:`read_node_features`). When the feature file is the label file,
+            the default leaves its label column out: a label is never an input.
         text_dim: width of the text features.
         text_method: ``"hashing"`` or ``"tfidf"`` (see
             :func:`~graphattn.featurize.graph.text_features`).
@@ -557,10 +590,12 @@ def load_node_graph(
     layout = _Layout(delimiter, has_header)
     rows = _read_edge_rows(edges, delimiter, has_header)
     text_in_labels = text_col if features is None else None
-    label_map = _label_map(labels, id_col, label_col, text_in_labels, layout)
+    label_file = _label_map(labels, id_col, label_col, text_in_labels, layout)
+    label_map = label_file.labels
     _check_labels_meet_edges(rows, label_map, labels)
-    table = _node_table(features, labels, id_col, text_col, feature_cols, layout)
-    node_ids = _all_node_ids(rows, label_map, table)
+    skip_cols = [label_file.column] if _same_file(features, labels) else []
+    table = _node_table(features, labels, id_col, text_col, feature_cols, layout, skip_cols)
+    node_ids = _all_node_ids(rows, [*label_map, *label_file.unlabelled], table)
     edge_index, report = _edges_to_index(rows, node_ids, directed)
     _note_added_nodes(report, rows, node_ids)
     blocks = _feature_blocks(table, node_ids, text_dim, text_method, report)
@@ -594,12 +629,21 @@ def _label_map(
     label_col: Column | None,
     text_col: Column | None,
     layout: _Layout,
-) -> dict[str, str]:
+) -> _LabelFile:
     if labels is None:
-        return {}
+        return _LabelFile({}, [])
     if isinstance(labels, Mapping):
-        return {str(k): str(v) for k, v in labels.items() if not is_missing_label(v)}
+        known = {str(k): str(v) for k, v in labels.items() if not is_missing_label(v)}
+        missing = [str(k) for k, v in labels.items() if is_missing_label(v)]
+        return _LabelFile(known, missing)
     return _read_labels(labels, id_col, label_col, layout.delimiter, layout.has_header, text_col)
+
+
+def _same_file(features: PathLike | None, labels: PathLike | Mapping | None) -> bool:
+    """Whether the feature file is the label file."""
+    if features is None or labels is None or isinstance(labels, Mapping):
+        return False
+    return Path(features).resolve() == Path(labels).resolve()
 
 
 def _check_labels_meet_edges(
@@ -625,12 +669,19 @@ def _node_table(
     text_col: Column | None,
     feature_cols: Sequence[Column] | None,
     layout: _Layout,
+    skip_cols: Sequence[int] = (),
 ) -> NodeTable | None:
     """The feature file, or the text column of the label file when there is none."""
     id_col = 0 if id_col is None else id_col
     if features is not None:
         return _read_node_table(
-            features, id_col, text_col, feature_cols, layout.delimiter, layout.has_header
+            features,
+            id_col,
+            text_col,
+            feature_cols,
+            layout.delimiter,
+            layout.has_header,
+            skip_cols=skip_cols,
         )
     if text_col is None:
         return None
@@ -643,8 +694,9 @@ def _node_table(
     )
 
 
-def _all_node_ids(rows: _EdgeRows, labels: Mapping[str, str], table: NodeTable | None) -> list:
-    ids = set(rows.src) | set(rows.dst) | set(labels)
+def _all_node_ids(rows: _EdgeRows, labelled: Sequence[str], table: NodeTable | None) -> list:
+    """The ids of the edge list, the label file (labelled or not) and the feature file."""
+    ids = set(rows.src) | set(rows.dst) | set(labelled)
     if table is not None:
         ids |= set(table.ids)
     if not ids:

@@ -228,7 +228,8 @@ def train_node_model(
     y = _check_labels(data)
     masks = _mask_dict(masks, y)
     features = _node_features(data)
-    num_classes = int(y.max()) + 1
+    # a named class that no node carries (its labels removed) still gets an output
+    num_classes = max(int(y.max()) + 1, len(getattr(data, "label_names", None) or ()))
     label_inputs = _use_label_inputs(config, masks)
     model = NodeClassifier(
         NodeModelConfig(
@@ -288,8 +289,8 @@ def train_node_model(
     train_seconds = time.perf_counter() - start
     stopper.restore(model)  # no-op for a fixed schedule (no validation nodes)
 
-    known_inputs = eval_known if label_inputs else None
-    pred = _predict(model, x, edge_index, eval_inputs)
+    logits = final_logits(model, x, edge_index, eval_inputs, train_device, config.label_mask_rate)
+    pred = logits.argmax(-1)
     results = {part: node_metrics(y[m].numpy(), pred[m].numpy()) for part, m in masks.items()}
     metrics = {
         "task": "node-classification",
@@ -311,9 +312,8 @@ def train_node_model(
         "config": asdict(config),
     }
     if run_dir is not None:
-        _write_run(
-            Path(run_dir), model, data, features, masks, pred, known_inputs, history, metrics
-        )
+        probs = torch.softmax(logits, -1).numpy()
+        _write_run(Path(run_dir), model, data, masks, pred, probs, history, metrics)
     return {**metrics, "model": model}
 
 
@@ -324,12 +324,46 @@ def _predict(model, x, edge_index, known) -> torch.Tensor:
     return model(x, edge_index, known).argmax(-1).cpu()
 
 
+MAX_SCORING_FOLDS = 10
+
+
+@torch.no_grad()
+def final_logits(
+    model: NodeClassifier,
+    x: torch.Tensor,
+    edge_index: torch.Tensor,
+    known: torch.Tensor | None,
+    train: torch.Tensor,
+    label_mask_rate: float,
+) -> torch.Tensor:
+    """``[N, C]`` CPU logits of every node, each training node's without its own label.
+
+    With label inputs (``known``: the training labels, -1 elsewhere) the other nodes are
+    scored from all training labels. The training nodes are scored in
+    ``round(1 / label_mask_rate)`` folds (at most :data:`MAX_SCORING_FOLDS`), each pass
+    hiding one fold's labels, as training hid them: a node never reads its own label,
+    so the train metrics and the training rows of ``predictions.csv`` are not inflated.
+    """
+    model.eval()
+    logits = model(x, edge_index, known)
+    if known is None:
+        return logits.cpu()
+    members = train.nonzero().flatten()
+    folds = min(MAX_SCORING_FOLDS, max(1, round(1 / label_mask_rate)))
+    for fold in range(folds):
+        hidden = members[fold::folds]
+        masked = known.clone()
+        masked[hidden] = -1
+        logits[hidden] = model(x, edge_index, masked)[hidden]
+    return logits.cpu()
+
+
 def _label_names(data, num_classes: int) -> list[str]:
     names = getattr(data, "label_names", None)
     return [str(n) for n in names] if names else [str(c) for c in range(num_classes)]
 
 
-def _write_run(run_dir: Path, model, data, features, masks, pred, known, history, metrics) -> None:
+def _write_run(run_dir: Path, model, data, masks, pred, probs, history, metrics) -> None:
     start_run_folder(run_dir)
     names = _label_names(data, metrics["num_classes"])
     save_checkpoint(
@@ -348,11 +382,6 @@ def _write_run(run_dir: Path, model, data, features, masks, pred, known, history
     part = np.full(data.num_nodes, "unlabelled", dtype=object)
     for name, mask in masks.items():
         part[mask.numpy()] = name
-    device = next(model.parameters()).device
-    with torch.no_grad():
-        inputs = (features.to(device), data.edge_index.to(device))
-        known = None if known is None else known.to(device)
-        probs = torch.softmax(model(*inputs, known), -1).cpu().numpy()
     with open(run_dir / "predictions.csv", "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(
