@@ -221,8 +221,13 @@ def test_settings_round_trip_through_json() -> None:
 def test_unknown_settings_are_rejected() -> None:
     with pytest.raises(GraphInputError, match="colour"):
         MoleculeFeaturizer.from_dict({"colour": "blue"})
-    with pytest.raises(GraphInputError, match="element"):
+    with pytest.raises(GraphInputError, match="unknown element symbol 'Xx'"):
         MoleculeFeaturizer(elements=("C", "Xx"))
+    # one string is not split into characters ('Cl' into C and l, an xTB model into letters)
+    with pytest.raises(GraphInputError, match="elements must be a list or tuple, got the string"):
+        MoleculeFeaturizer(elements="Cl")
+    with pytest.raises(GraphInputError, match="xtb must be a list or tuple, got the string"):
+        MoleculeFeaturizer(xtb="GFN2-xTB/alpb")
     with pytest.raises(GraphInputError, match="repeats"):
         MoleculeFeaturizer(elements=("C", "C"))
     with pytest.raises(GraphInputError, match="SP9"):
@@ -400,3 +405,9 @@ def test_descriptors_of_a_lone_hydrogen_log_nothing(capfd) -> None:
     assert data.num_nodes == 1 and data.mol_x.shape[0] == 1
     captured = capfd.readouterr()
     assert "hydrogen" not in captured.err + captured.out
+
+
+def test_an_unknown_element_symbol_prints_no_rdkit_stack_trace(capfd) -> None:
+    with pytest.raises(GraphInputError, match="'Qq'"):
+        MoleculeFeaturizer(elements=("C", "Qq"))
+    assert "Violation" not in capfd.readouterr().err  # RDKit's C++ trace, ~55 lines

@@ -550,7 +550,7 @@ def dataset_featurizer(
     return MoleculeFeaturizer(
         descriptors=MOLECULE_DATASETS[name].descriptors and descriptors,
         contributions=contributions,
-        xtb=tuple(xtb),
+        xtb=xtb,  # the featurizer refuses a single string (tuple() would split it)
     )
 
 

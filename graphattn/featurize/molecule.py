@@ -216,6 +216,15 @@ class _OneHotEncoder:
         return out
 
 
+def _atomic_number(symbol: str) -> int:
+    """The atomic number of an element symbol, or an error naming the symbol."""
+    try:
+        with rdBase.BlockLogs():  # RDKit logs a C++ stack trace for an unknown symbol
+            return _PERIODIC_TABLE.GetAtomicNumber(symbol)
+    except RuntimeError as err:
+        raise GraphInputError(f"elements: unknown element symbol {symbol!r}") from err
+
+
 @dataclass(frozen=True)
 class MoleculeFeaturizer:
     r"""Settings and code to turn a molecule into a :class:`~torch_geometric.data.Data`.
@@ -288,17 +297,24 @@ class MoleculeFeaturizer:
     _xtb_models: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for name in ("elements", "degrees", "formal_charges", "num_hs_values", "hybridizations"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
+        for name in (
+            "elements",
+            "degrees",
+            "formal_charges",
+            "num_hs_values",
+            "hybridizations",
+            "xtb",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, str):  # tuple("Cl") would be ('C', 'l')
+                raise GraphInputError(f"{name} must be a list or tuple, got the string {value!r}")
+            object.__setattr__(self, name, tuple(value))
             values = getattr(self, name)
-            if not values or len(set(values)) != len(values):
+            if name != "xtb" and (not values or len(set(values)) != len(values)):
                 raise GraphInputError(f"{name} must be a non-empty list without repeats: {values}")
         if "other" in self.elements:
             raise GraphInputError("elements: do not list 'other', its column is always added")
-        try:
-            numbers = [_PERIODIC_TABLE.GetAtomicNumber(symbol) for symbol in self.elements]
-        except RuntimeError as err:
-            raise GraphInputError(f"elements {self.elements}: unknown element symbol") from err
+        numbers = [_atomic_number(symbol) for symbol in self.elements]
         unknown = [name for name in self.hybridizations if name not in _HYBRIDIZATION_CODES]
         if unknown:
             raise GraphInputError(
