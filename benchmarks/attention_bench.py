@@ -31,7 +31,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", type=Path, help="folder with esol/delaney-processed.csv")
     p.add_argument("--threads", type=int, help="torch threads per case (default: all cores)")
     p.add_argument("--max-dense-bytes", type=int, help="dense mode's memory budget in bytes")
-    p.add_argument("--suite", action="append", choices=SUITES, help="run only this suite")
+    p.add_argument(
+        "--suite",
+        "--suites",
+        action="extend",
+        nargs="+",
+        choices=SUITES,
+        help="run only these suites (repeatable)",
+    )
+    p.add_argument(
+        "--paired-rounds",
+        type=int,
+        help="rounds of the paired phase (default 12, 2 with --quick; 0 skips it)",
+    )
     p.add_argument(
         "--case-timeout",
         type=float,
@@ -56,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         threads=args.threads,
         case_timeout=args.case_timeout,
         suites=args.suite,
+        paired_rounds=args.paired_rounds,
     )
     print(json.dumps(result["derived"]["targets"], indent=2))
     print(f"wrote {len(result['cases'])} cases to {args.out}")

@@ -607,3 +607,90 @@ def test_usable_cores_is_the_affinity_mask_else_the_cpu_count(monkeypatch) -> No
     assert machine.usable_cores() == 3  # a process pinned to 3 of 64 cores
     monkeypatch.delattr(machine.os, "sched_getaffinity")  # macOS, Windows
     assert machine.usable_cores() == 64
+
+
+# --------------------------------------------------------------------------- failed cases
+
+
+def _scaling_case(impl: str, n: int, seconds: float | None, status: str = "ok", **extra) -> dict:
+    case = {
+        "name": f"scaling/{impl}/N={n},d=10",
+        "group": f"scaling/N={n},d=10",
+        "suite": "scaling",
+        "impl": impl,
+        "status": status,
+        "num_nodes": n,
+        "density": 10 / n,
+        **extra,
+    }
+    if status == "ok":
+        case.update(median_seconds=seconds, peak_extra_bytes=2**20)
+    else:
+        case["reason"] = "timed out after 600 s"
+    return case
+
+
+def test_a_failed_case_leaves_its_targets_undecided_not_met():
+    # a failed case made no row, so the checks ran on the cases left: a target vanished,
+    # or auto's worst ratio came from the other sizes and read "met"
+    from graphattn.bench.analysis import derive
+
+    cases = [
+        _scaling_case("fused", 20_000, None, "failed"),
+        _scaling_case("reference", 20_000, 0.2),
+        _scaling_case("pyg", 20_000, 0.25),
+        _scaling_case("auto", 20_000, None, "failed"),
+        _scaling_case("fused", 100_000, 0.3),
+        _scaling_case("reference", 100_000, 2.0),
+        _scaling_case("pyg", 100_000, 1.7),
+        _scaling_case("auto", 100_000, 0.31, auto_choice="sparse"),
+    ]
+    targets = derive(cases, 0.25)["targets"]
+    for kind in ("time", "memory"):
+        check = targets[f"fused_over_pyg_{kind}_N20000"]
+        assert check["met"] is None and "fused failed (timed out after 600 s)" in check["note"]
+    assert targets["fused_over_pyg_time_N100000"]["met"] is True
+    auto = targets["auto_over_best_worst"]
+    assert auto["met"] is None and "scaling/N=20000,d=10" in auto["note"]
+    # a target size whose PyG case was left out of the run is listed, not dropped
+    without_pyg = [c for c in cases if not (c["impl"] == "pyg" and c["num_nodes"] == 20_000)]
+    check = derive(without_pyg, 0.25)["targets"]["fused_over_pyg_time_N20000"]
+    assert check["met"] is None and "pyg not in the run" in check["note"]
+
+
+def test_a_zero_time_gives_no_ratio():
+    from graphattn.bench.analysis import derive
+
+    cases = [_scaling_case("fused", 20_000, 0.0), _scaling_case("pyg", 20_000, 0.25)]
+    check = derive(cases, 0.25)["targets"]["fused_over_pyg_time_N20000"]
+    assert check["value"] is None and check["met"] is None and "fused=0.0" in check["note"]
+
+
+def test_a_failed_sparse_kernel_drops_its_density_point_and_its_auto_row():
+    # with the fused case failed, "sparse" had silently become the reference kernel
+    from graphattn.bench.analysis import auto_vs_best
+
+    cases = [
+        {**_density_case(0.1, "fused", 1.0), "status": "failed", "reason": "crashed"},
+        _density_case(0.1, "reference", 3.0),
+        _density_case(0.1, "dense", 2.0),
+        {**_density_case(0.1, "auto", 1.0), "auto_choice": "sparse"},
+    ]
+    result = crossover_density(cases)
+    assert result["points"] == [] and "fused failed (crashed)" in result["status"]
+    (row,) = auto_vs_best(cases)
+    assert row["ratio"] is None and row["within_10_percent"] is None
+    assert "fused failed (crashed)" in row["note"]
+
+
+def test_the_paired_phase_is_undecided_where_an_isolated_case_failed():
+    from graphattn.bench.analysis import auto_vs_best
+
+    isolated = [_scaling_case("fused", 1000, None, "failed")]
+    paired = [  # the paired phase skips the failed case: only reference and auto ran
+        _scaling_case("reference", 1000, 2.0),
+        _scaling_case("auto", 1000, 1.9, auto_choice="sparse"),
+    ]
+    assert auto_vs_best(paired)[0]["within_10_percent"] is True  # alone it looks decided
+    (row,) = auto_vs_best(paired, failed_elsewhere=isolated)
+    assert row["within_10_percent"] is None and "fused failed" in row["note"]

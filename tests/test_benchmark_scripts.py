@@ -705,3 +705,18 @@ def test_ensemble_spread_summarises_a_runs_test_predictions(tmp_path, monkeypatc
     capsys.readouterr()
     with pytest.raises(SystemExit, match="not a regression ensemble"):
         spread.main([str(tmp_path / "one")])
+
+
+def test_attention_bench_script_passes_the_paired_rounds_and_suites(monkeypatch, tmp_path):
+    # its docstring promises graphattn bench's flags; --paired-rounds was missing
+    script = import_script("attention_bench", monkeypatch)
+    seen = {}
+
+    def fake_run(**kwargs):
+        seen.update(kwargs)
+        return {"derived": {"targets": {}}, "cases": []}
+
+    monkeypatch.setattr(script, "run_benchmarks", fake_run)
+    argv = ["--quick", "--out", str(tmp_path), "--paired-rounds", "0", "--suites", "scaling"]
+    assert script.main([*argv, "--suite", "density"]) == 0
+    assert seen["paired_rounds"] == 0 and seen["suites"] == ["scaling", "density"]

@@ -110,6 +110,20 @@ def test_a_zip_card_with_a_bad_archive_is_unavailable_not_a_crash(toy, monkeypat
     serve(monkeypatch, body=archive.getvalue())
     with pytest.raises(DatasetUnavailableError, match="KeyError"):
         resolve_file("toy", "toy.csv")
+    # damage inside the compressed data shows only while a member is read: zlib.error
+    # (a flipped byte) and ValueError (a chunk cut out) ended the CLI in a traceback
+    rows = "".join(f"C{'C' * (i % 7)}O,{i * 0.37:.3f}\n" for i in range(3000)).encode()
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as handle:
+        handle.writestr("toy/toy.csv", rows)
+    body = archive.getvalue()
+    flipped = bytearray(body)
+    flipped[300] ^= 0xFF
+    for damaged in (bytes(flipped), body[:500] + body[1500:]):
+        serve(monkeypatch, body=damaged)
+        with pytest.raises(DatasetUnavailableError, match="BadZipFile: damaged archive"):
+            resolve_file("toy", "toy.csv")
+    assert not toy.exists()  # nothing reached the cache
 
 
 def test_a_failed_move_leaves_no_temporary_file(tmp_path, monkeypatch):
@@ -136,6 +150,11 @@ def test_home_folders_are_expanded_and_an_empty_cache_setting_is_ignored(
     assert files.cache_dir() == tmp_path / "cache"
     monkeypatch.setenv("GRAPHATTN_CACHE", "")
     assert files.cache_dir() == Path.cwd() / "datasets" / "cache"
+    # a ~user that does not exist is kept as written (it was a RuntimeError traceback,
+    # even with the file found in --data-dir first)
+    monkeypatch.setenv("GRAPHATTN_CACHE", "~nosuchuser_graphattn/cache")
+    assert files.cache_dir() == Path("~nosuchuser_graphattn/cache")
+    assert resolve_file("toy", "toy.csv", str(tmp_path / "data")) == tmp_path / "data" / "toy.csv"
 
 
 def test_downloaded_files_follow_the_umask_not_mkstemps_0600(toy, monkeypatch):

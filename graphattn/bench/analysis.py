@@ -1,9 +1,11 @@
 """Numbers derived from the case records: ratios, auto vs best, crossover, targets.
 
 All functions take the list of case dicts written to ``bench.json`` (see
-:func:`graphattn.bench.worker.run_case`) and ignore cases that did not run. A time that
-is not a finite positive number (NaN, inf, 0) is unusable: no ratio is computed from
-it (``None``), and the results say where such a time was left out; no NaN or inf is
+:func:`graphattn.bench.worker.run_case`). Cases skipped on purpose (dense mode over its
+memory budget) are left out. A case that failed (crashed or timed out), like a time
+that is not a finite positive number (NaN, inf, 0), is unusable: no ratio or judgement
+is computed from it or from a comparison it belongs to (``None``, so a target that
+depends on it is not decided), and the results say which case it was; no NaN or inf is
 ever returned.
 """
 
@@ -34,16 +36,35 @@ def _ok(cases: list[dict]) -> list[dict]:
 
 
 def _by_group(cases: list[dict]) -> dict[str, dict[str, dict]]:
-    """group -> impl -> case, for the cases that ran, in first-seen order."""
+    """group -> impl -> case, for the cases that ran or failed, in first-seen order (a
+    failed case keeps its place, with no time, so that what needs it is not decided)."""
     groups: dict[str, dict[str, dict]] = defaultdict(dict)
-    for case in _ok(cases):
-        groups[case["group"]][case["impl"]] = case
+    for case in cases:
+        if case.get("status") == "ok":
+            groups[case["group"]][case["impl"]] = case
+        elif _failed(case):
+            groups[case["group"]].setdefault(case["impl"], _no_time(case))
     return dict(groups)
+
+
+def _no_time(case: dict) -> dict:
+    """A failed case, with no time or memory to take a ratio of."""
+    return {**case, "median_seconds": None, "peak_extra_bytes": None}
+
+
+def _failed(case: dict) -> bool:
+    return case.get("status") == "failed"
 
 
 def usable_time(seconds: float | None) -> bool:
     """Whether ``seconds`` is a time a ratio can be taken of: finite and positive."""
     return seconds is not None and math.isfinite(seconds) and seconds > 0
+
+
+def _time_ratio(top: dict, bottom: dict) -> float | None:
+    """``top / bottom`` median time; None unless both are usable."""
+    a, b = top.get("median_seconds"), bottom.get("median_seconds")
+    return a / b if usable_time(a) and usable_time(b) else None
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -60,16 +81,18 @@ def pair_ratios(cases: list[dict], numerator: str, denominator: str) -> list[dic
         top, bottom = impls.get(numerator), impls.get(denominator)
         if top is None or bottom is None:
             continue
-        rows.append(
-            {
-                "group": group,
-                "suite": top["suite"],
-                "num_nodes": top.get("num_nodes"),
-                "num_edges": top.get("num_edges"),
-                "time_ratio": _ratio(top["median_seconds"], bottom["median_seconds"]),
-                "memory_ratio": _ratio(top["peak_extra_bytes"], bottom["peak_extra_bytes"]),
-            }
-        )
+        row = {
+            "group": group,
+            "suite": top.get("suite", bottom.get("suite")),
+            "num_nodes": top.get("num_nodes", bottom.get("num_nodes")),
+            "num_edges": top.get("num_edges", bottom.get("num_edges")),
+            "time_ratio": _time_ratio(top, bottom),
+            "memory_ratio": _ratio(top.get("peak_extra_bytes"), bottom.get("peak_extra_bytes")),
+        }
+        unusable = _unusable(impls, (numerator, denominator))
+        if unusable:
+            row["note"] = f"unusable: {', '.join(unusable)}"
+        rows.append(row)
     return rows
 
 
@@ -85,18 +108,22 @@ def _sparse_case(impls: dict[str, dict]) -> dict | None:
 
 
 def _unusable(impls: dict[str, dict], names: tuple[str, ...]) -> list[str]:
-    """``"impl=value"`` for each of ``names`` that ran but whose time is unusable."""
-    return [
-        f"{k}={impls[k].get('median_seconds')}"
-        for k in names
-        if k in impls and not usable_time(impls[k].get("median_seconds"))
-    ]
+    """For each of ``names`` that failed, ``"impl failed (reason)"``; that ran with an
+    unusable time, ``"impl=value"``."""
+    out = []
+    for k in names:
+        case = impls.get(k)
+        if case is not None and _failed(case):
+            out.append(f"{k} failed ({case.get('reason')})")
+        elif case is not None and not usable_time(case.get("median_seconds")):
+            out.append(f"{k}={case.get('median_seconds')}")
+    return out
 
 
 def _auto_row(group: str, impls: dict[str, dict]) -> dict | None:
-    """auto against the faster usable mode of one group (None without auto or modes);
-    with an unusable time, ``ratio`` and ``within_10_percent`` are None and ``note``
-    says which."""
+    """auto against the faster mode of one group (None without auto or modes); when auto
+    or a mode failed or has an unusable time, which mode is faster is not known:
+    ``ratio`` and ``within_10_percent`` are None and ``note`` says which."""
     auto = impls.get("auto")
     if auto is None or not {"fused", "reference", "dense"} & impls.keys():
         return None
@@ -113,7 +140,7 @@ def _auto_row(group: str, impls: dict[str, dict]) -> dict | None:
         "best_seconds": modes[best_mode]["median_seconds"] if best_mode else None,
     }
     unusable = _unusable(impls, ("auto", "fused", "reference", "dense"))
-    ratio = _ratio(row["auto_seconds"], row["best_seconds"])
+    ratio = None if unusable else _ratio(row["auto_seconds"], row["best_seconds"])
     row["ratio"] = ratio
     row["within_10_percent"] = None if ratio is None else ratio <= AUTO_TOLERANCE
     if unusable:
@@ -121,9 +148,18 @@ def _auto_row(group: str, impls: dict[str, dict]) -> dict | None:
     return row
 
 
-def auto_vs_best(cases: list[dict]) -> list[dict]:
-    """For every group with an ``auto`` run: its time against the faster of sparse/dense."""
-    rows = [_auto_row(group, impls) for group, impls in _by_group(cases).items()]
+def auto_vs_best(cases: list[dict], failed_elsewhere: list[dict] | None = None) -> list[dict]:
+    """For every group with an ``auto`` run: its time against the faster of sparse/dense.
+
+    ``failed_elsewhere``: cases that failed in another phase (the isolated cases, for the
+    paired phase, which then skips them); where such a case did not run here, the group
+    is not decided either.
+    """
+    groups = _by_group(cases)
+    for case in failed_elsewhere or []:
+        if _failed(case) and case["group"] in groups:
+            groups[case["group"]].setdefault(case["impl"], _no_time(case))
+    rows = [_auto_row(group, impls) for group, impls in groups.items()]
     return [r for r in rows if r is not None]
 
 
@@ -223,8 +259,11 @@ def _training_ratio(cases: list[dict]) -> dict | None:
     return rows[0] if rows else None
 
 
-def _check(value: float | None, limit: float) -> dict:
-    return {"value": value, "limit": limit, "met": None if value is None else value <= limit}
+def _check(value: float | None, limit: float, note: str | None = None) -> dict:
+    check = {"value": value, "limit": limit, "met": None if value is None else value <= limit}
+    if note:
+        check["note"] = note
+    return check
 
 
 # (time, memory) limits of fused / PyG per device and N: the CPU targets are for 2 cores
@@ -241,24 +280,49 @@ def target_checks(
     auto: list[dict],
     auto_paired: list[dict] | None = None,
     device_type: str = "cpu",
+    cases: list[dict] | None = None,
 ) -> dict:
     """The published targets: fused vs PyG at the sizes of :data:`SCALING_TARGETS`,
     training step, auto (from the isolated cases and, when there is a paired phase,
-    from its timings)."""
+    from its timings). With ``cases``, a target whose cases were in the run but did not
+    all run is listed, not decided (``met`` None, with a note)."""
+    cases = cases or []
     checks = {}
     for n, (time_limit, memory_limit) in SCALING_TARGETS[device_type].items():
         row = next((r for r in ratios if r["suite"] == "scaling" and r["num_nodes"] == n), None)
-        if row is None:
+        in_run = [c for c in cases if c.get("suite") == "scaling" and c.get("num_nodes") == n]
+        if row is None and not in_run:
             continue
-        checks[f"fused_over_pyg_time_N{n}"] = _check(row["time_ratio"], time_limit)
-        checks[f"fused_over_pyg_memory_N{n}"] = _check(row["memory_ratio"], memory_limit)
-    if training is not None:
-        checks["training_step_over_pyg_time"] = _check(training["time_ratio"], 0.7)
+        note = _not_run_note(in_run, ("fused", "pyg")) if row is None else row.get("note")
+        row = row or {"time_ratio": None, "memory_ratio": None}
+        checks[f"fused_over_pyg_time_N{n}"] = _check(row["time_ratio"], time_limit, note)
+        checks[f"fused_over_pyg_memory_N{n}"] = _check(row["memory_ratio"], memory_limit, note)
+    in_run = [c for c in cases if c.get("suite") == "training"]
+    if training is not None or in_run:
+        note = (training or {}).get("note") or (
+            _not_run_note(in_run, ("graphattn", "pyg")) if training is None else None
+        )
+        checks["training_step_over_pyg_time"] = _check(
+            (training or {}).get("time_ratio"), 0.7, note
+        )
     if auto:
         checks["auto_over_best_worst"] = _worst_auto_check(auto)
     if auto_paired:
         checks["auto_over_best_paired_worst"] = _worst_auto_check(auto_paired)
     return checks
+
+
+def _not_run_note(cases: list[dict], impls: tuple[str, ...]) -> str:
+    """Which of ``impls`` did not run among ``cases``, and why."""
+    runs = {c["impl"]: c for c in cases if c.get("impl") in impls}
+    missing = [
+        f"{impl} {runs[impl].get('status')} ({runs[impl].get('reason')})"
+        if impl in runs
+        else f"{impl} not in the run"
+        for impl in impls
+        if runs.get(impl, {}).get("status") != "ok"
+    ]
+    return "not measured: " + ", ".join(missing)
 
 
 def _worst_auto_check(rows: list[dict]) -> dict:
@@ -332,7 +396,7 @@ def derive(
     ratios = pair_ratios(cases, "fused", "pyg")
     training = _training_ratio(cases)
     auto = auto_vs_best(cases)
-    auto_paired = auto_vs_best(paired) if paired else []
+    auto_paired = auto_vs_best(paired, failed_elsewhere=cases) if paired else []
     return {
         "fused_vs_pyg": ratios,
         "reference_vs_pyg": pair_ratios(cases, "reference", "pyg"),
@@ -344,5 +408,5 @@ def derive(
             crossover_density(cases, configured_crossover, n) for n in density_sweep_nodes(cases)
         ],
         "fused_bandwidth": bandwidth_summary(cases, peak_bandwidth_gb_s),
-        "targets": target_checks(ratios, training, auto, auto_paired, device_type),
+        "targets": target_checks(ratios, training, auto, auto_paired, device_type, cases),
     }

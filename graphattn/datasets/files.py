@@ -26,6 +26,7 @@ import shutil
 import urllib.request
 import uuid
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -117,15 +118,24 @@ def cache_dir() -> Path:
     ``./datasets/cache``."""
     configured = os.environ.get("GRAPHATTN_CACHE")
     if configured:
-        return Path(configured).expanduser()
+        return _expand_user(configured)
     return Path.cwd() / "datasets" / "cache"
+
+
+def _expand_user(folder: str | Path) -> Path:
+    """``folder`` with ``~`` expanded; as written where it cannot be (``~nosuchuser``),
+    so that it is looked in, and named, as given instead of ending in a traceback."""
+    try:
+        return Path(folder).expanduser()
+    except RuntimeError:
+        return Path(folder)
 
 
 def _candidates(name: str, filename: str, data_dir: str | Path | None) -> list[Path]:
     # ~ is expanded here because a shell leaves it alone in --data-dir=~/data and in
     # quoted values
     folders = (data_dir, os.environ.get("GRAPHATTN_DATA"))
-    roots = [Path(d).expanduser() for d in folders if d]
+    roots = [_expand_user(d) for d in folders if d]
     paths = [p for root in roots for p in (root / name / filename, root / filename)]
     paths.append(cache_dir() / name / filename)
     return paths
@@ -152,8 +162,12 @@ def _download(card: DatasetCard, timeout: float) -> dict[str, bytes]:
     with urllib.request.urlopen(card.url, timeout=timeout) as response:  # noqa: S310
         payload = response.read()
     if card.archive_member:
-        with zipfile.ZipFile(io.BytesIO(payload)) as archive:
-            files = {name: archive.read(member) for name, member in card.archive_member.items()}
+        try:
+            with zipfile.ZipFile(io.BytesIO(payload)) as archive:
+                files = {n: archive.read(member) for n, member in card.archive_member.items()}
+        except (zlib.error, ValueError, EOFError, NotImplementedError) as err:
+            # a damaged archive fails while a member is read, not only when it is opened
+            raise zipfile.BadZipFile(f"damaged archive: {err}") from err
     else:
         (filename,) = card.files
         files = {filename: payload}
