@@ -680,6 +680,7 @@ def test_a_failed_sparse_kernel_drops_its_density_point_and_its_auto_row():
     assert result["points"] == [] and "fused failed (crashed)" in result["status"]
     (row,) = auto_vs_best(cases)
     assert row["ratio"] is None and row["within_10_percent"] is None
+    assert row["best_mode"] is None and row["same_mode_as_best"] is None
     assert "fused failed (crashed)" in row["note"]
 
 

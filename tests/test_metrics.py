@@ -77,4 +77,8 @@ def test_r2_of_a_constant_target_is_undefined_and_left_out_of_the_mean():
     p = np.array([[0.1, 1.1], [2.0, 0.9], [3.9, 1.0]])
     assert regression_metrics(y, p)["r2"] == pytest.approx(1 - 0.02 / 8)
     assert math.isnan(regression_metrics(y[:, 1], p[:, 1])["r2"])
+    # a constant that binary floats cannot hold exactly: its mean rounds, and the spread
+    # about it is 1e-33, not 0 (R² was -6.5e32)
+    tenths = np.full(7, 0.1)
+    assert math.isnan(regression_metrics(tenths, tenths + 0.01)["r2"])
     assert regression_metrics(y[:, 1], p[:, 1])["rmse"] == pytest.approx(math.sqrt(0.02 / 3))

@@ -235,6 +235,8 @@ def test_a_label_column_in_the_feature_file_is_not_a_feature(tmp_path, caplog):
     assert data.x.tolist() == [[0.5, 1.0], [1.5, 0.0], [2.5, 1.0], [3.5, 0.0]]
     assert data.y.tolist() == [2, 0, 1, 2]
     assert "the label column 'label' is left out of the features" in caplog.text
+    by_position = load_node_graph(edges, labels=nodes, features=nodes, label_col=-1)
+    assert by_position.x_blocks == {"features": (0, 2)}  # -1 is the label column too
     # named feature columns are read as named; another feature file keeps every column
     chosen = load_node_graph(edges, labels=nodes, features=nodes, feature_cols=["f1", "label"])
     assert chosen.x[:, 1].tolist() == [2.0, 0.0, 1.0, 2.0]

@@ -88,6 +88,12 @@ def test_split_sizes_distribute_the_remainder() -> None:
     for fractions in [(0.8, 0.1, 0.1000005), (0.8, 0.1, 0.0999995)]:
         assert sum(split_sizes(3_000_000, fractions)) == 3_000_000
         assert sum(split_sizes(300_000_000, fractions)) == 300_000_000
+    # while fractions whose float sum is 0.9999999999999999 keep their sizes (a first
+    # fix scaled them and moved FreeSolv's 0.7/0.2/0.1 split to 450/128/64)
+    assert split_sizes(642, (0.7, 0.2, 0.1)) == (449, 129, 64)
+    assert split_sizes(8, (0.7, 0.2, 0.1)) == (5, 2, 1)
+    assert split_sizes(2, (0.7, 0.2, 0.1)) == (1, 1, 0)
+    assert split_sizes(1_000_001, (0.6, 0.3, 0.1)) == (600_001, 300_000, 100_000)
 
 
 @pytest.mark.parametrize(

@@ -173,11 +173,14 @@ def test_bad_variant_arguments():
             GraphInputError, match=rf"kernel='{kernel}' supports .* {name}={value!r}"
         ):
             GraphSelfAttention(8, 8, heads=2, kernel=kernel, **setting)
-    forced = GraphSelfAttention(8, 8, heads=2, kernel="fused")
-    forced.kernel = "gather"
-    forced.normalize = "sigmoid"
+    x, edge_index = torch.randn(4, 8), torch.tensor([[0, 1, 2], [1, 2, 3]])
+    # dense mode does not use the kernel: such a layer is built and runs (as before the
+    # check moved to construction), and is refused only when called in sparse mode
+    dense = GraphSelfAttention(8, 8, heads=2, mode="dense", kernel="gather", hop_bias=True)
+    assert dense(x, edge_index).shape == (4, 8)
     with pytest.raises(GraphInputError, match=r"kernel='gather' supports"):
-        forced(torch.randn(4, 8), torch.tensor([[0, 1, 2], [1, 2, 3]]))
+        dense(x, edge_index, mode="sparse")
+    assert GraphSelfAttention(8, 8, heads=2, kernel="fused", hop_bias=None).hop_embedding is None
 
 
 def test_hybrid_layer_argument_errors_name_its_own_arguments():
@@ -187,3 +190,5 @@ def test_hybrid_layer_argument_errors_name_its_own_arguments():
         HybridLayer(8, 2, kernel="fused")
     hybrid = HybridLayer(8, 2, kernel="fused", global_hop_bias=False)
     assert hybrid(torch.randn(4, 8), torch.tensor([[0, 1, 2], [1, 2, 3]])).shape == (4, 8)
+    dense = HybridLayer(8, 2, mode="dense", kernel="fused")  # the kernel is unused
+    assert dense(torch.randn(4, 8), torch.tensor([[0, 1, 2], [1, 2, 3]])).shape == (4, 8)

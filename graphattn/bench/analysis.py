@@ -143,8 +143,9 @@ def _auto_row(group: str, impls: dict[str, dict]) -> dict | None:
     ratio = None if unusable else _ratio(row["auto_seconds"], row["best_seconds"])
     row["ratio"] = ratio
     row["within_10_percent"] = None if ratio is None else ratio <= AUTO_TOLERANCE
-    if unusable:
-        row["note"] = f"unusable time (not finite and positive): {', '.join(unusable)}"
+    if unusable:  # which mode is faster is not known
+        row.update(best_mode=None, same_mode_as_best=None, best_seconds=None)
+        row["note"] = f"unusable (failed, or a time not finite and positive): {', '.join(unusable)}"
     return row
 
 

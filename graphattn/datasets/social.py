@@ -494,6 +494,7 @@ def _feature_columns(
     if text_at is not None:
         return []
     width = len(table.header) if table.header else len(table.rows[0][1]) if table.rows else 0
+    skip_cols = [c % width for c in skip_cols] if width else []  # label_col=-1: the last
     skipped = [c for c in range(width) if c in skip_cols]
     if skipped:
         log.info(

@@ -88,8 +88,9 @@ class GraphSelfAttention(nn.Module):
             backward) or ``"reference"`` (the same with autograd; every option works).
             The fused, numba and gather kernels apply to ``score="dot"``,
             ``normalize="softmax"``, no attention dropout in training and no
-            ``hop_bias``; forcing one with other settings is refused when the layer is
-            built (attention dropout, when it trains).
+            ``hop_bias``; forcing one with other settings is refused when a sparse or
+            auto layer is built (attention dropout, and a dense layer called in sparse
+            mode, when it runs).
         normalize: ``"softmax"``, ``"relu"`` or ``"sigmoid"`` (see
             :func:`graphattn.ops.segment.segment_normalize`).
         max_dense_bytes: dense mode raises :class:`DenseMemoryError` instead of
@@ -144,11 +145,9 @@ class GraphSelfAttention(nn.Module):
         _check_choice("kernel", kernel, KERNELS)
         _check_choice("normalize", normalize, NORMALIZERS)
         _check_choice("attend", attend, ATTEND)
-        if kernel in PLAIN_SOFTMAX_KERNELS and (score, normalize, hop_bias) != (
-            "dot",
-            "softmax",
-            False,
-        ):
+        # dense mode does not use the kernel: a forced one is checked where it runs
+        plain = score == "dot" and normalize == "softmax" and not hop_bias
+        if kernel in PLAIN_SOFTMAX_KERNELS and mode != "dense" and not plain:
             raise GraphInputError(
                 f"kernel={kernel!r} supports score='dot', normalize='softmax' and no hop_bias, "
                 f"got score={score!r}, normalize={normalize!r}, hop_bias={hop_bias!r}; use "

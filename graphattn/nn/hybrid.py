@@ -64,7 +64,7 @@ class HybridLayer(nn.Module):
         super().__init__()
         check_heads_divide("channels", channels, heads)
         kernel = attention_kwargs.get("kernel", "auto")
-        if global_hop_bias and kernel in PLAIN_SOFTMAX_KERNELS:
+        if global_hop_bias and kernel in PLAIN_SOFTMAX_KERNELS and mode != "dense":
             raise GraphInputError(
                 f"kernel={kernel!r} cannot add the global branch's hop bias: pass "
                 "global_hop_bias=False, or kernel='auto' to run that branch on the reference "

@@ -401,12 +401,14 @@ def edge_attention_weights(
     scale: float | None = None,
     edge_key: Tensor | None = None,
 ) -> Tensor:
-    r"""Recompute the attention weights :math:`\alpha_e = \exp(s_e - \ell_i)` from ``lse``.
+    r"""Recompute the attention weights :math:`\alpha_e` of :func:`fused_edge_attention`.
 
     Args:
         q, k: ``[N, H, D]`` as given to :func:`fused_edge_attention`.
         edges: the same edge set.
-        lse: ``[N, H]`` the log-sum-exp returned by :func:`fused_edge_attention`.
+        lse: ``[N, H]`` the log-sum-exp returned by :func:`fused_edge_attention`: the
+            memory-lean path computes :math:`\exp(s_e - \ell_i)` from it; the
+            differentiable path normalises its own scores and takes only its dtype.
         scale, edge_key: as given to :func:`fused_edge_attention`.
 
     Returns:

@@ -53,9 +53,12 @@ def _check_fractions(fractions: Sequence[float]) -> tuple[float, float, float]:
     total = sum(values)
     if abs(total - 1.0) > 1e-6:
         raise GraphInputError(f"fractions must sum to 1 (within 1e-6), got sum {total}")
-    if total != 1.0:  # within the tolerance: scaled, so that part sizes add up to n
-        values = tuple(f / total for f in values)
     return values  # type: ignore[return-value]
+
+
+def _floors(n: int, fractions: Sequence[float]) -> tuple[list[int], list[float]]:
+    exact = [f * n for f in fractions]
+    return [math.floor(e) for e in exact], exact
 
 
 def split_sizes(n: int, fractions: Sequence[float] = (0.8, 0.1, 0.1)) -> tuple[int, int, int]:
@@ -69,8 +72,13 @@ def split_sizes(n: int, fractions: Sequence[float] = (0.8, 0.1, 0.1)) -> tuple[i
     if n < 0:
         raise GraphInputError(f"n must be non-negative, got {n}")
     values = _check_fractions(fractions)
-    exact = [f * n for f in values]
-    sizes = [math.floor(e) for e in exact]
+    sizes, exact = _floors(n, values)
+    if not 0 <= n - sum(sizes) <= 2:
+        # fractions a hair off 1 (within the accepted 1e-6) on a large n: the floors
+        # miss n by more than the three parts can make up, so the fractions are scaled
+        # to sum to 1 (only then: sums like 0.7 + 0.2 + 0.1 = 0.9999999999999999 keep
+        # their sizes)
+        sizes, exact = _floors(n, [f / sum(values) for f in values])
     by_remainder = sorted(range(3), key=lambda i: (-(exact[i] - sizes[i]), i))
     for i in by_remainder[: n - sum(sizes)]:
         sizes[i] += 1

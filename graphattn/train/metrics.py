@@ -37,8 +37,9 @@ def regression_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, floa
     undefined for a target whose labelled values are all equal)."""
 
     def r2(t, p):
-        spread = ((t - t.mean()) ** 2).sum()
-        return None if spread == 0 else 1.0 - ((t - p) ** 2).sum() / spread
+        if np.ptp(t) == 0:  # all equal: (t - mean)² is 0, or rounding noise (0.1 * 7)
+            return None
+        return 1.0 - ((t - p) ** 2).sum() / ((t - t.mean()) ** 2).sum()
 
     return {
         "rmse": _per_task(y_true, y_pred, lambda t, p: np.sqrt(np.mean((t - p) ** 2))),
