@@ -8,6 +8,8 @@ datasets/cache/). The same as `graphattn train --dataset esol` followed by
 
 import argparse
 
+import torch
+
 from graphattn.datasets import load_molecule_dataset
 from graphattn.train import MoleculeTrainConfig, predict_molecules, train_molecule_model
 from graphattn.train.molecules import DATASET_DEFAULTS
@@ -16,7 +18,10 @@ parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--data-dir", help="folder with esol/delaney-processed.csv")
 parser.add_argument("--epochs", type=int, help="default: the library's (80)")
 parser.add_argument("--out", default="runs/example_esol")
+parser.add_argument("--threads", type=int, help="CPU threads (default: one per core)")
 args = parser.parse_args()
+if args.threads:
+    torch.set_num_threads(args.threads)  # graphattn's Numba kernels follow it
 
 dataset = load_molecule_dataset("esol", data_dir=args.data_dir)
 settings = dict(DATASET_DEFAULTS["esol"])  # ESOL's tuned readout, as the CLI uses

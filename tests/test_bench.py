@@ -695,3 +695,22 @@ def test_the_paired_phase_is_undecided_where_an_isolated_case_failed():
     assert auto_vs_best(paired)[0]["within_10_percent"] is True  # alone it looks decided
     (row,) = auto_vs_best(paired, failed_elsewhere=isolated)
     assert row["within_10_percent"] is None and "fused failed" in row["note"]
+
+
+def test_a_multi_line_reason_stays_on_its_line_of_bench_md(bench_json: dict) -> None:
+    # the offline data-set message spans lines; written as is, it ended its list item
+    # (and a target's table row) at the first line break
+    import copy
+
+    from graphattn.bench.analysis import derive
+    from graphattn.bench.report import markdown_report
+
+    result = copy.deepcopy(bench_json)
+    for case in result["cases"]:
+        if case["suite"] == "training":
+            case.update(status="skipped", reason="data unavailable.\nLooked for:\n  /x/y.csv")
+    result["derived"] = derive(result["cases"], 0.25, result.get("paired"))
+    text = markdown_report(result)
+    assert "training_step_over_pyg_time | – (not measured: graphattn skipped, pyg skipped)" in text
+    items = [line for line in text.splitlines() if line.startswith("- `training/")]
+    assert len(items) == 2 and all("Looked for: /x/y.csv" in line for line in items)

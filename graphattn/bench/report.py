@@ -23,6 +23,12 @@ def _mb(nbytes: float | None) -> str:
     return "–" if nbytes is None else f"{nbytes / 2**20:.1f}"
 
 
+def _one_line(text: str | None) -> str:
+    """A reason on one line: a multi-line one (the offline data-set message) would end
+    its markdown list item, or table row, at its first line break."""
+    return " ".join(str(text).split())
+
+
 def _num(value: float | None, digits: int = 3) -> str:
     return "–" if value is None else f"{value:.{digits}g}"
 
@@ -128,7 +134,7 @@ def _targets_section(targets: dict) -> str:
     rows = [
         [
             name,
-            _num(t["value"]) + (f" ({t['note']})" if t.get("note") else ""),
+            _num(t["value"]) + (f" ({_one_line(t['note'])})" if t.get("note") else ""),
             f"≤ {t['limit']}",
             {True: "yes", False: "NO"}.get(t["met"], "–"),
         ]
@@ -163,7 +169,7 @@ def _auto_section(rows: list[dict], paired: bool = False) -> str:
         for r in rows
     ]
     headers = ["case", "density", "auto chose", "faster mode", "auto / best", "within 10%"]
-    notes = "".join(f"\n- `{r['group']}`: {r['note']}" for r in rows if r.get("note"))
+    notes = "".join(f"\n- `{r['group']}`: {_one_line(r['note'])}" for r in rows if r.get("note"))
     if paired:
         title = "## mode='auto' against the faster mode, paired timing (one process)"
         note = (
@@ -225,7 +231,7 @@ def _skipped_section(cases: list[dict]) -> str:
     skipped = [c for c in cases if c.get("status") != "ok"]
     if not skipped:
         return ""
-    lines = [f"- `{c['name']}` ({c['status']}): {c.get('reason')}" for c in skipped]
+    lines = [f"- `{c['name']}` ({c['status']}): {_one_line(c.get('reason'))}" for c in skipped]
     return "## Skipped or failed cases\n\n" + "\n".join(lines)
 
 
@@ -233,7 +239,10 @@ def _paired_skipped_section(paired: list[dict]) -> str:
     skipped = [r for r in paired if r.get("status") != "ok"]
     if not skipped:
         return ""
-    lines = [f"- `{r['group']}` {r['impl']} ({r['status']}): {r.get('reason')}" for r in skipped]
+    lines = [
+        f"- `{r['group']}` {r['impl']} ({r['status']}): {_one_line(r.get('reason'))}"
+        for r in skipped
+    ]
     return "## Skipped or failed in the paired phase\n\n" + "\n".join(lines)
 
 
