@@ -795,3 +795,39 @@ def test_a_data_with_a_batch_vector_pools_each_graph():
     model = MoleculeModel(MoleculeModelConfig(featurizer.atom_dim, featurizer.bond_dim)).eval()
     with torch.no_grad():
         torch.testing.assert_close(model(plain), model(batch))
+
+
+def test_numpy_settings_give_a_loadable_checkpoint(tmp_path):
+    # model.pt must load with weights_only=True: a config holding np.int64 (a value read
+    # from a NumPy array) made a file that graphattn then refused as damaged
+    import torch
+
+    from graphattn.featurize import MoleculeFeaturizer
+    from graphattn.train.molecule_inference import predict_molecules
+
+    featurizer = MoleculeFeaturizer(descriptors=False, degrees=tuple(np.arange(6)))
+    dataset = MoleculeCSV(
+        write_alcohols(tmp_path / "m.csv"), target_cols=["y"], featurizer=featurizer
+    )
+    model = {"hidden": np.int64(16), "layers": np.int64(1), "dropout": np.float64(0.1)}
+    config = tiny_config(epochs=1, model=model)
+    train_molecule_model(dataset, config, run_dir=tmp_path / "run", progress=False)
+    payload = torch.load(tmp_path / "run" / "model.pt", weights_only=True)
+    assert type(payload["model_config"]["hidden"]) is int
+    predictions, errors, *_ = predict_molecules(tmp_path / "run", ["CCO"])
+    assert errors == [""] and np.isfinite(predictions).all()
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"hidden": 32.0}, "hidden must be an integer, got 32.0"),
+        ({"layers": True}, "layers must be an integer, got True"),
+    ],  # fmt: skip
+)
+def test_non_integer_architecture_settings_are_named(setting, message):
+    from graphattn import GraphInputError
+    from graphattn.train.molecules import check_train_config
+
+    with pytest.raises(GraphInputError, match=message):
+        check_train_config(tiny_config(model=setting))

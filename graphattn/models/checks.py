@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 from graphattn.errors import GraphInputError
 
 __all__ = ["check_architecture", "check_attention_options"]
@@ -17,6 +19,9 @@ def check_architecture(hidden: int, layers: int, heads: int, **dropouts: float) 
         heads: attention heads, at least 1.
         **dropouts: dropout rates by name, each in ``[0, 1)``.
     """
+    for name, value in (("hidden", hidden), ("layers", layers), ("heads", heads)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise GraphInputError(f"{name} must be an integer, got {value!r}")
     if heads < 1:
         raise GraphInputError(f"heads must be at least 1, got {heads}")
     if hidden < 1 or hidden % heads:
@@ -26,7 +31,7 @@ def check_architecture(hidden: int, layers: int, heads: int, **dropouts: float) 
     if layers < 0:
         raise GraphInputError(f"layers must be 0 or more, got {layers}")
     for name, rate in dropouts.items():
-        if not 0 <= rate < 1:
+        if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not 0 <= rate < 1:
             raise GraphInputError(f"{name} must be at least 0 and below 1, got {rate}")
 
 

@@ -10,6 +10,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -35,9 +36,22 @@ def save_checkpoint(run_dir: str | Path, model: nn.Module, kind: str, **meta: An
     # CPU copies of the weights: the file loads the same wherever it was trained.
     state = {name: value.detach().cpu() for name, value in model.state_dict().items()}
     payload = {"format_version": FORMAT_VERSION, "kind": kind, "state_dict": state}
-    payload.update(meta)
+    payload.update(_plain(meta))
     torch.save(payload, path)
     return path
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with NumPy scalars (a config's ``np.int64(2)``) as Python numbers and
+    strings: ``weights_only`` loading refuses NumPy objects, so a file holding one could
+    not be read back."""
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_plain(item) for item in value)
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
 
 
 def load_checkpoint(run_dir_or_file: str | Path) -> dict[str, Any]:
