@@ -292,25 +292,32 @@ def target_checks(
     for n, (time_limit, memory_limit) in SCALING_TARGETS[device_type].items():
         row = next((r for r in ratios if r["suite"] == "scaling" and r["num_nodes"] == n), None)
         in_run = [c for c in cases if c.get("suite") == "scaling" and c.get("num_nodes") == n]
-        if row is None and not in_run:
-            continue
-        note = _not_run_note(in_run, ("fused", "pyg")) if row is None else row.get("note")
-        row = row or {"time_ratio": None, "memory_ratio": None}
-        checks[f"fused_over_pyg_time_N{n}"] = _check(row["time_ratio"], time_limit, note)
-        checks[f"fused_over_pyg_memory_N{n}"] = _check(row["memory_ratio"], memory_limit, note)
+        for kind, key, limit in (
+            ("time", "time_ratio", time_limit),
+            ("memory", "memory_ratio", memory_limit),
+        ):
+            check = _ratio_check(row, key, limit, in_run, ("fused", "pyg"))
+            if check is not None:
+                checks[f"fused_over_pyg_{kind}_N{n}"] = check
     in_run = [c for c in cases if c.get("suite") == "training"]
-    if training is not None or in_run:
-        note = (training or {}).get("note") or (
-            _not_run_note(in_run, ("graphattn", "pyg")) if training is None else None
-        )
-        checks["training_step_over_pyg_time"] = _check(
-            (training or {}).get("time_ratio"), 0.7, note
-        )
+    check = _ratio_check(training, "time_ratio", 0.7, in_run, ("graphattn", "pyg"))
+    if check is not None:
+        checks["training_step_over_pyg_time"] = check
     if auto:
         checks["auto_over_best_worst"] = _worst_auto_check(auto)
     if auto_paired:
         checks["auto_over_best_paired_worst"] = _worst_auto_check(auto_paired)
     return checks
+
+
+def _ratio_check(
+    row: dict | None, key: str, limit: float, in_run: list[dict], impls: tuple[str, ...]
+) -> dict | None:
+    """The check of ``row[key]`` against ``limit``; without a row, undecided with a note
+    saying which of ``impls`` did not run, or None when the run had none of its cases."""
+    if row is None:
+        return _check(None, limit, _not_run_note(in_run, impls)) if in_run else None
+    return _check(row[key], limit, row.get("note"))
 
 
 def _not_run_note(cases: list[dict], impls: tuple[str, ...]) -> str:

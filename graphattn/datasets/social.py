@@ -494,15 +494,14 @@ def _feature_columns(
     if text_at is not None:
         return []
     width = len(table.header) if table.header else len(table.rows[0][1]) if table.rows else 0
-    skip_cols = [c % width for c in skip_cols] if width else []  # label_col=-1: the last
-    skipped = [c for c in range(width) if c in skip_cols]
+    skipped = sorted({c % width for c in skip_cols}) if width else []  # -1: the last
     if skipped:
         log.info(
             "%s: the label column %s is left out of the features (labels are never inputs)",
             table.path,
             ", ".join(repr(column_name(table, c)) for c in skipped),
         )
-    return [c for c in range(width) if c != id_at and c not in skip_cols]
+    return [c for c in range(width) if c != id_at and c not in skipped]
 
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)

@@ -343,8 +343,7 @@ class MoleculeFeaturizer:
     def _check_xtb(self) -> tuple[tuple[str, str], ...]:
         """The :attr:`xtb` models as ``(method, solvation)`` pairs, after refusing unknown
         or repeated ones, and xTB models without tblite."""
-        object.__setattr__(self, "xtb", tuple(self.xtb))
-        if not self.xtb:
+        if not self.xtb:  # a tuple already (__post_init__)
             return ()
         # imported here: graphattn.pretrained imports graphattn.datasets, which imports this
         from graphattn.pretrained.xtb import parse_xtb_model

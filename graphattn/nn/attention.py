@@ -146,7 +146,7 @@ class GraphSelfAttention(nn.Module):
         _check_choice("normalize", normalize, NORMALIZERS)
         _check_choice("attend", attend, ATTEND)
         # dense mode does not use the kernel: a forced one is checked where it runs
-        plain = score == "dot" and normalize == "softmax" and not hop_bias
+        plain = _plain_softmax(score, normalize, bool(hop_bias))
         if kernel in PLAIN_SOFTMAX_KERNELS and mode != "dense" and not plain:
             raise GraphInputError(
                 f"kernel={kernel!r} supports score='dot', normalize='softmax' and no hop_bias, "
@@ -268,8 +268,8 @@ class GraphSelfAttention(nn.Module):
         """Estimated bytes of dense mode's ``L x L`` tensors for this layout, counting
         the backward pass when autograd is on (see
         :func:`graphattn.ops.dense.dense_memory_bytes`)."""
-        plain = self.score == "dot" and self.normalize == "softmax"
-        fused = plain and self.lin_edge is None and self.hop_embedding is None
+        plain = _plain_softmax(self.score, self.normalize, self.hop_embedding is not None)
+        fused = plain and self.lin_edge is None
         return dense_memory_bytes(
             layout.num_graphs,
             layout.max_nodes,
@@ -407,8 +407,7 @@ class GraphSelfAttention(nn.Module):
     ) -> str:
         """The sparse kernel a call runs: ``"fused"``, ``"numba"``, ``"gather"`` or
         ``"reference"``."""
-        # a hop bias is a score term that only the reference kernel adds
-        plain = self.score == "dot" and self.normalize == "softmax" and self.hop_embedding is None
+        plain = _plain_softmax(self.score, self.normalize, self.hop_embedding is not None)
         applies = plain and (self.dropout == 0.0 or not self.training)
         if self.kernel in PLAIN_SOFTMAX_KERNELS and not applies:
             raise GraphInputError(
@@ -528,6 +527,13 @@ class GraphSelfAttention(nn.Module):
 
 def _is_real(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _plain_softmax(score: str, normalize: str, hop_bias: bool) -> bool:
+    """Whether the attention is what the fused, numba and gather kernels compute: dot
+    scores and a softmax, without a hop bias (a score term only the reference kernel
+    adds)."""
+    return score == "dot" and normalize == "softmax" and not hop_bias
 
 
 def check_heads_divide(name: str, channels: int, heads: int) -> None:
