@@ -716,3 +716,117 @@ def test_load_node_graph_keeps_direction_when_asked(tmp_path):
 def test_a_first_line_of_mixed_ids_is_data(tmp_path):
     edge_index, ids, _ = read_edge_list(write(tmp_path, "e.txt", "a 1\nb 2\nc 3\n"))
     assert edge_index.size(1) == 6 and "a" in ids
+
+
+@pytest.mark.parametrize("features", [False, True], ids=["text-from-labels", "same-file"])
+def test_a_label_file_read_again_for_its_columns_keeps_its_header(tmp_path, features):
+    # 'who' is not a known column name: the label read (integer ids) takes line 1 for
+    # a header, and the second read of the file (text column) must not make it a node
+    edges = write(tmp_path, "e.txt", "1 2\n2 3\n")
+    labels = write(tmp_path, "l.tsv", "who\tname\tlabel\n1\tfoo\ta\n2\tbar\tb\n3\tbaz\ta\n")
+    data = load_node_graph(edges, labels=labels, features=labels if features else None, text_col=1)
+    assert data.node_ids == ["1", "2", "3"] and data.graph_report.notes == []
+    numeric = write(tmp_path, "n.csv", "who,f,label\n1,0.5,a\n2,0.1,b\n3,0.2,a\n")
+    data = load_node_graph(edges, labels=numeric, features=numeric)
+    assert data.x.view(-1).tolist() == pytest.approx([0.5, 0.1, 0.2])
+
+
+def test_the_label_column_of_a_same_file_text_table_is_not_called_unread(tmp_path, caplog):
+    edges = write(tmp_path, "e.txt", "1 2\n2 3\n")
+    table = write(tmp_path, "t.csv", "id,name,label,score\n1,foo,a,1\n2,bar,b,2\n3,baz,a,3\n")
+    with caplog.at_level(logging.WARNING):
+        load_node_graph(edges, labels=table, features=table, text_col="name")
+    [record] = [r for r in caplog.records if "not read" in r.getMessage()]
+    assert "['score']" in record.getMessage()
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("1,\n1,a\n2,b\n", "label 'a' on line 2 only"),
+        ("1,a\n2,b\n1,\n", "label 'a' on line 1 only"),
+        ("1,\n2,b\n1,\n", "no label on either"),
+    ],
+    ids=["empty-first", "empty-second", "both-empty"],
+)
+def test_a_node_on_two_label_lines_is_an_error_even_without_a_label(tmp_path, text, said):
+    path = write(tmp_path, "l.csv", text)
+    with pytest.raises(GraphInputError, match=r"node '1' is repeated: line \d and line \d"):
+        read_labels(path)
+    with pytest.raises(GraphInputError, match=said):
+        read_labels(path)
+
+
+def test_a_label_dict_with_keys_that_are_one_node_is_an_error(tmp_path):
+    edges = write(tmp_path, "e.txt", "1 2\n2 3\n")
+    with pytest.raises(GraphInputError, match=r"keys 1 and '1', both node '1'"):
+        load_node_graph(edges, labels={1: "a", "1": "b", 3: "c"})
+
+
+@pytest.mark.parametrize(
+    ("text", "kwargs", "role"),
+    [
+        ("id,label,label\n1,a,b\n2,c,d\n", {"label_col": "label"}, "label"),
+        ("id,id,label\n1,5,a\n2,6,b\n", {"id_col": "id"}, "id"),
+    ],
+)
+def test_a_column_named_twice_is_an_error_not_the_first(tmp_path, text, kwargs, role):
+    path = write(tmp_path, "l.csv", text)
+    with pytest.raises(GraphInputError, match=rf"{role} column '\w+' appears more than once"):
+        read_labels(path, **kwargs)
+    with pytest.raises(GraphInputError, match="more than one column is named 'label'"):
+        read_labels(write(tmp_path, "d.csv", "id,Label,label\n1,a,b\n2,c,d\n"))
+    feats = write(tmp_path, "f.csv", "id,f,f\n1,1,2\n2,3,4\n")
+    with pytest.raises(GraphInputError, match=r"feature column 'f' appears more than once"):
+        read_node_features(feats, feature_cols=["f"])
+
+
+def test_minus_zero_is_not_an_integer_id_so_numbering_is_stable(tmp_path):
+    # "-0" and "0" both sorted as the integer 0 left their order to set iteration (it
+    # changed with PYTHONHASHSEED); they are string ids, numbered in string order
+    _, node_ids, _ = read_edge_list(write(tmp_path, "e.txt", "0 -0\n-0 1\n"))
+    assert node_ids == ["-0", "0", "1"]
+    _, node_ids, _ = read_edge_list(write(tmp_path, "f.txt", "-0 0\n0 10\n10 2\n"))
+    assert node_ids == sorted(["-0", "0", "10", "2"])
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("f.csv", "1,,1\n2,1.5,2\n", r"f.csv, line 1: feature column 1 holds ''"),
+        ("f.csv", "1,x\n2,1\n3,2\n", r"f.csv, line 1: feature column 1 holds 'x'"),
+        ("e.csv", "1,\n2,3\n", r"e.csv, line 1: malformed line"),
+    ],
+    ids=["empty-feature", "text-feature", "edge-without-target"],
+)
+def test_a_first_data_line_with_a_bad_field_is_an_error_not_a_header(tmp_path, name, text, message):
+    path = write(tmp_path, name, text)
+    read = read_edge_list if name == "e.csv" else read_node_features
+    with pytest.raises(GraphInputError, match=message):
+        read(path)
+
+
+def test_a_first_label_line_with_a_zero_padded_id_is_data(tmp_path):
+    path = write(tmp_path, "l.txt", "007 a\n8 b\n")
+    assert read_labels(path) == {"007": "a", "8": "b"}
+    assert read_labels(write(tmp_path, "h.txt", "who class\n1 a\n2 b\n")) == {"1": "a", "2": "b"}
+
+
+def test_networkx_attributes_beyond_float32_are_refused_by_node():
+    G = nx.Graph()
+    G.add_node("a", f=1e39)
+    G.add_node("b", f=1.0)
+    G.add_edge("a", "b")
+    with pytest.raises(GraphInputError, match=r"node 'a': attribute 'f' = 1e\+39 .*float32"):
+        from_networkx(G, node_attrs=["f"])
+
+
+@pytest.mark.parametrize("label", [[1], {"kind": 1}, ([1],)], ids=["list", "dict", "tuple"])
+def test_an_unhashable_networkx_label_is_refused_by_node(label):
+    G = nx.Graph()
+    G.add_node("a", club=label)
+    G.add_node("b", club="x")
+    with pytest.raises(
+        GraphInputError, match=r"node 'a': label attribute 'club' = .* not hashable"
+    ):
+        from_networkx(G, label_attr="club")

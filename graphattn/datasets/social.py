@@ -22,12 +22,14 @@ File formats (edge lists, label files, node feature files):
   parse (an integer id, a number) while the same fields of the second line parse.
   It is read as data after all when one of its id fields is also a node id of
   another line of the file, or has the same shape (digits aside) as one: ``node1``
-  next to ``node2``. A detected header is logged as a warning; so is a row of
-  column names read as data. String node ids with an unusual header cannot be told
-  apart from data: pass ``has_header``.
+  next to ``node2``, ``007`` next to ``8`` (a first data line with a bad field is
+  then an error naming it). A column named twice in the header is an error. A
+  detected header is logged as a warning; so is a row of column names read as data.
+  String node ids with an unusual header cannot be told apart from data: pass
+  ``has_header``.
 * Node ids are kept as strings. When every id is a canonical decimal integer
-  (``"7"``, not ``"07"``), nodes are numbered in integer order, so ids 0..N-1 map
-  to themselves; otherwise in sorted string order.
+  (``"7"``, not ``"07"`` or ``"-0"``), nodes are numbered in integer order, so ids
+  0..N-1 map to themselves; otherwise in sorted string order.
 
 Policies: self-loops and duplicate edges are kept as read (the attention layers
 merge duplicates and add missing self-loops), counted in the graph's
@@ -252,8 +254,8 @@ def read_labels(
     Raises:
         GraphInputError: a malformed line; in a whitespace-separated file, a line
             with more fields than expected (a label with spaces is ambiguous); an id
-            on two label lines (naming the id and both lines, and both labels when
-            they differ).
+            on two label lines, with or without a label (naming the id and both
+            lines, and both labels when they differ).
     """
     return _read_labels(path, id_col, label_col, delimiter, has_header).labels
 
@@ -266,11 +268,14 @@ class _LabelFile:
         labels: node id -> label, for the labelled nodes.
         unlabelled: ids whose label is empty or missing (they stay in the graph).
         column: the label column of the file (``None`` for a dict).
+        has_header: whether the file was read with a header (``None`` for a dict), so
+            a second read of the same file (its text or feature columns) agrees.
     """
 
     labels: dict[str, str]
     unlabelled: list[str]
     column: int | None = None
+    has_header: bool | None = None
 
 
 def _read_labels(
@@ -302,12 +307,17 @@ def _read_labels(
     else:
         check_header_width(table, used)
     labels, unlabelled = _collect_labels(table, id_at, label_at)
-    return _LabelFile(labels, unlabelled, label_at)
+    return _LabelFile(labels, unlabelled, label_at, table.header is not None)
 
 
 def _default_label_column(table: Table, id_at: int) -> int:
     if table.header is not None:
         lowered = [name.lower() for name in table.header]
+        if lowered.count("label") > 1:
+            raise GraphInputError(
+                f"{table.path}: more than one column is named 'label' (any case): "
+                f"{table.header}; pass label_col (CLI --label-col) or rename one"
+            )
         return lowered.index("label") if "label" in lowered else len(table.header) - 1
     if table.delimiter == WHITESPACE or not table.rows:
         return id_at + 1
@@ -332,26 +342,19 @@ def _check_label_columns(
 def _collect_labels(table: Table, id_at: int, label_at: int) -> tuple[dict[str, str], list[str]]:
     """``(labels, unlabelled ids)`` of a label file's lines."""
     labels: dict[str, str] = {}
-    seen_at: dict[str, int] = {}
+    seen: dict[str, tuple[int, str]] = {}  # node -> (first line, its label or "")
     unlabelled, unlabelled_ids = [], []
     for line, fields in table.rows:
         node = field_at(fields, id_at, table.path, line, "id")
         label = fields[label_at] if -len(fields) <= label_at < len(fields) else ""
-        if not label:
+        if node in seen:
+            _repeated_node(table.path, node, seen[node], (line, label))
+        seen[node] = (line, label)
+        if label:
+            labels[node] = label
+        else:
             unlabelled.append(line)
             unlabelled_ids.append(node)
-        elif node not in labels:
-            labels[node], seen_at[node] = label, line
-        elif labels[node] == label:
-            raise GraphInputError(
-                f"{table.path}: node {node!r} is repeated: line {seen_at[node]} and line "
-                f"{line} (same label {label!r}); give each node one label line"
-            )
-        else:
-            raise GraphInputError(
-                f"{table.path}: conflicting labels for node {node!r}: {labels[node]!r} "
-                f"(line {seen_at[node]}) and {label!r} (line {line})"
-            )
     if unlabelled:
         log.warning(
             "%s: %d line(s) with an empty or missing label skipped, their nodes left "
@@ -361,6 +364,24 @@ def _collect_labels(table: Table, id_at: int, label_at: int) -> tuple[dict[str, 
             unlabelled[0],
         )
     return labels, unlabelled_ids
+
+
+def _repeated_node(path: Path, node: str, first: tuple[int, str], again: tuple[int, str]) -> None:
+    """Raise for a node on two label lines, given as ``(line, label)`` ("" for none)."""
+    (line, label), (other_line, other) = first, again
+    if label and other and label != other:
+        raise GraphInputError(
+            f"{path}: conflicting labels for node {node!r}: {label!r} "
+            f"(line {line}) and {other!r} (line {other_line})"
+        )
+    if label == other:
+        said = f"same label {label!r}" if label else "no label on either"
+    else:
+        said = f"label {label or other!r} on line {line if label else other_line} only"
+    raise GraphInputError(
+        f"{path}: node {node!r} is repeated: line {line} and line {other_line} "
+        f"({said}); give each node one label line"
+    )
 
 
 # ----------------------------------------------------------------------------- features
@@ -442,7 +463,7 @@ def _read_node_table(
     elif check_width:
         check_header_width(table, used)
     if check_width and text_at is not None and feature_cols is None:
-        _note_unused_columns(table, [id_at, text_at])
+        _note_unused_columns(table, [id_at, text_at], skip_cols)
     ids = _unique_ids(table, id_at)
     texts = None
     if text_at is not None:
@@ -455,10 +476,12 @@ def _read_node_table(
     return NodeTable(ids, values, texts, names, source=str(table.path))
 
 
-def _note_unused_columns(table: Table, used: list[int]) -> None:
-    """Warn about the columns of a feature file that a text column leaves unread."""
+def _note_unused_columns(table: Table, used: list[int], labels: Sequence[int] = ()) -> None:
+    """Warn about the columns of a feature file that a text column leaves unread (the
+    ``labels`` column of a label file that is also the feature file is read)."""
     width = len(table.header) if table.header else len(table.rows[0][1]) if table.rows else 0
-    unused = [column_name(table, c) for c in range(width) if c not in used]
+    read = {c % width for c in (*used, *labels)} if width else set()
+    unused = [column_name(table, c) for c in range(width) if c not in read]
     if unused:
         log.warning(
             "%s: only the text column %r becomes features; columns %s are not read (in "
@@ -593,7 +616,10 @@ def load_node_graph(
     label_file = _label_map(labels, id_col, label_col, text_in_labels, layout)
     label_map = label_file.labels
     _check_labels_meet_edges(rows, label_map, labels)
-    skip_cols = [label_file.column] if _same_file(features, labels) else []
+    same_file = _same_file(features, labels)
+    skip_cols = [label_file.column] if same_file else []
+    if same_file or (features is None and label_file.has_header is not None):
+        layout = _Layout(delimiter, label_file.has_header)  # the label read's header decision
     table = _node_table(features, labels, id_col, text_col, feature_cols, layout, skip_cols)
     node_ids = _all_node_ids(rows, [*label_map, *label_file.unlabelled], table)
     edge_index, report = _edges_to_index(rows, node_ids, directed)
@@ -633,10 +659,23 @@ def _label_map(
     if labels is None:
         return _LabelFile({}, [])
     if isinstance(labels, Mapping):
+        _check_distinct_keys(labels)
         known = {str(k): str(v) for k, v in labels.items() if not is_missing_label(v)}
         missing = [str(k) for k, v in labels.items() if is_missing_label(v)]
         return _LabelFile(known, missing)
     return _read_labels(labels, id_col, label_col, layout.delimiter, layout.has_header, text_col)
+
+
+def _check_distinct_keys(labels: Mapping) -> None:
+    """Node ids are matched as text: keys ``1`` and ``"1"`` of a label dict are one node."""
+    first: dict[str, object] = {}
+    for key in labels:
+        if str(key) in first:
+            raise GraphInputError(
+                f"the label dict has keys {first[str(key)]!r} and {key!r}, both node "
+                f"{str(key)!r} (node ids are matched as text); give each node one key"
+            )
+        first[str(key)] = key
 
 
 def _same_file(features: PathLike | None, labels: PathLike | Mapping | None) -> bool:

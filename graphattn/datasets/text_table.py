@@ -47,7 +47,7 @@ KNOWN_COLUMNS = frozenset(
      "destination", "from", "to", "id_1", "id_2", "id1", "id2", "node1", "node2",
      "node_1", "node_2", "source_id", "target_id")
 )  # fmt: skip
-_CANONICAL_INT = re.compile(r"-?(0|[1-9][0-9]*)\Z")
+_CANONICAL_INT = re.compile(r"(0|-?[1-9][0-9]*)\Z")
 _DIGITS = re.compile(r"[0-9]+")
 
 
@@ -229,12 +229,13 @@ def _header_like(
 
 def _ids_recur(ids: list[str], rows: list[tuple[int, list[str]]], id_cols: Sequence[int]) -> bool:
     """Whether one of ``ids`` is a node id of ``rows``, or shaped like one: the same
-    text once digit runs are blanked (``node1`` and ``node7``; numbers aside)."""
+    text once digit runs are blanked (``node1`` and ``node7``; ``007`` and ``8``: a
+    first line that is data with a bad field is not taken for column names)."""
     others = {fields[c] for _, fields in rows for c in id_cols if c < len(fields)}
     if any(i in others for i in ids):
         return True
-    shapes = {_shape(i) for i in ids if _DIGITS.search(i) and not i.isdigit()}
-    return bool(shapes) and any(_shape(o) in shapes for o in others if not o.isdigit())
+    shapes = {_shape(i) for i in ids if _DIGITS.search(i)}
+    return bool(shapes) and any(_shape(o) in shapes for o in others)
 
 
 def _shape(text: str) -> str:
@@ -249,7 +250,8 @@ def _pick(fields: list[str], columns: Sequence[int]) -> list[str]:
 
 
 def is_int(text: str) -> bool:
-    """Whether ``text`` is a canonical decimal integer (``"7"``, ``"-3"``; not ``"07"``)."""
+    """Whether ``text`` is a canonical decimal integer (``"7"``, ``"-3"``; not ``"07"``
+    or ``"-0"``, which would number like ``"7"`` and ``"0"``)."""
     return bool(_CANONICAL_INT.match(text))
 
 
@@ -273,6 +275,12 @@ def column_index(column: Column, header: list[str] | None, path: Path, role: str
         )
     if column not in header:
         raise GraphInputError(f"{path}: no {role} column {column!r}; header is {header}")
+    if header.count(column) > 1:
+        places = [i for i, name in enumerate(header) if name == column]
+        raise GraphInputError(
+            f"{path}: {role} column {column!r} appears more than once in the header "
+            f"(columns {places}): {header}; rename one, or pass a column index"
+        )
     return header.index(column)
 
 

@@ -42,6 +42,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
 
 @dataclass
 class GraphReport:
@@ -215,7 +217,8 @@ def from_networkx(
 
     Raises:
         GraphInputError: the graph has no nodes; a node lacks one of ``node_attrs`` or
-            has a non-numeric or non-finite (``None``, NaN, infinite) value.
+            has a non-numeric value, or one that is not a finite float32 number
+            (``None``, NaN, infinite, ``1e39``); a node's ``label_attr`` is not hashable.
     """
     node_ids = list(G.nodes)
     if not node_ids:
@@ -239,8 +242,22 @@ def from_networkx(
     if node_attrs:
         data.x = _node_attribute_matrix(G, node_ids, node_attrs)
     if label_attr is not None:
-        data.y, data.label_names = encode_labels([G.nodes[key].get(label_attr) for key in node_ids])
+        data.y, data.label_names = encode_labels(_node_labels(G, node_ids, label_attr))
     return data
+
+
+def _node_labels(G: nx.Graph, node_ids: list, label_attr: str) -> list:
+    """The ``label_attr`` of each node; an unhashable one is an error naming the node."""
+    labels = [G.nodes[key].get(label_attr) for key in node_ids]
+    for key, label in zip(node_ids, labels, strict=True):
+        try:
+            hash(label)
+        except TypeError:
+            raise GraphInputError(
+                f"node {key!r}: label attribute {label_attr!r} = {label!r} is not hashable, "
+                "so it cannot be a class (use a string, number or tuple)"
+            ) from None
+    return labels
 
 
 def _note_edge_attributes(G: nx.Graph, report: GraphReport) -> None:
@@ -263,9 +280,11 @@ def _node_attribute_matrix(G: nx.Graph, node_ids: list, names: Sequence[str]) ->
                 raise GraphInputError(
                     f"node {key!r}: attribute {name!r} = {attrs[name]!r} is not numeric"
                 ) from err
-            if not np.isfinite(values).all():  # None converts to NaN
+            # None converts to NaN; x is float32, so 1e39 would become inf
+            if not (np.abs(values) <= _FLOAT32_MAX).all():
                 raise GraphInputError(
-                    f"node {key!r}: attribute {name!r} = {attrs[name]!r} is not a finite number"
+                    f"node {key!r}: attribute {name!r} = {attrs[name]!r} is not a finite "
+                    "float32 number"
                 )
             row.extend(values.tolist())
         rows.append(row)
