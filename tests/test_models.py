@@ -104,3 +104,55 @@ def test_attention_options_that_the_config_sets_itself_are_refused(make, taken):
     with pytest.raises(GraphInputError, match=rf"sets {re.escape(taken)}, which \w+ sets itself"):
         make()
     assert NodeModelConfig(5, 3, attention={"ffn_ratio": 4.0}).attention == {"ffn_ratio": 4.0}
+
+
+def test_a_model_with_bond_features_names_graphs_without_them():
+    model = MoleculeModel(small_config()).eval()
+    data = FEATURIZER("CCO")
+    del data.edge_attr  # a graph built by hand without bond features
+    with pytest.raises(GraphInputError, match=r"reads 7 bond features \(data.edge_attr\)"):
+        model(data)  # was AttributeError: 'NoneType' object has no attribute 'dim'
+    config = MoleculeModelConfig(FEATURIZER.atom_dim, FEATURIZER.bond_dim, layers=0)
+    baseline = MoleculeModel(config).eval()
+    with pytest.raises(GraphInputError, match=r"data.edge_attr"):
+        baseline(data)
+
+
+def test_descriptors_of_the_wrong_shape_are_named():
+    featurizer = MoleculeFeaturizer(descriptors=True)
+    model = MoleculeModel(small_config(mol_dim=featurizer.mol_dim)).eval()
+    batch = Batch.from_data_list([featurizer(s) for s in ("CCO", "c1ccccc1O")])
+    assert model(batch).shape == (2, 1)
+    width = featurizer.mol_dim
+    for mol_x in (batch.mol_x[:, :-2], batch.mol_x[:1], batch.mol_x.flatten()):
+        batch.mol_x = mol_x  # another descriptor set, or one row for two graphs
+        expected, got = f"data.mol_x must have shape [2, {width}]", f"got {list(mol_x.shape)}"
+        with pytest.raises(GraphInputError, match=f"{re.escape(expected)}.*{re.escape(got)}"):
+            model(batch)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bool, torch.uint8, torch.int16])
+def test_known_labels_that_are_not_integer_class_indices_are_named(dtype):
+    x, edge_index = torch.randn(4, 5), torch.tensor([[0, 1, 2], [1, 2, 3]])
+    model = NodeClassifier(NodeModelConfig(5, 3, hidden=8, heads=2, label_inputs=True))
+    labels = torch.tensor([0, 1, 1, 2]).to(dtype)
+    with pytest.raises(GraphInputError, match=rf"int64 \(or int32\) .* got {dtype}"):
+        model(x, edge_index, known_labels=labels)  # was an IndexError from the indexing
+    assert model(x, edge_index, known_labels=labels.long().int()).shape == (4, 3)
+
+
+@pytest.mark.parametrize("ratio", [-1, 0, 0.01, "2", float("nan")])
+def test_a_feed_forward_ratio_without_a_hidden_unit_is_named(ratio):
+    from graphattn.nn import GraphTransformerLayer, HybridLayer
+    from graphattn.train.molecules import MoleculeTrainConfig, check_train_config
+
+    message = rf"ffn_ratio must be a number > 0 .*round\(ffn_ratio \* 16\) >= 1\), got {ratio!r}"
+    for build in (
+        lambda: small_config(ffn_ratio=ratio),
+        lambda: GraphTransformerLayer(16, 2, ffn_ratio=ratio),
+        lambda: HybridLayer(16, 2, ffn_ratio=ratio),
+        lambda: check_train_config(MoleculeTrainConfig(model={"hidden": 16, "ffn_ratio": ratio})),
+    ):  # -1 was a RuntimeError (negative dimension), 0 and 0.01 a zero-width block
+        with pytest.raises(GraphInputError, match=message):
+            build()
+    assert GraphTransformerLayer(16, 2, ffn_ratio=0.04).ffn[0].out_features == 1

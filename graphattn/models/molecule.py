@@ -18,7 +18,7 @@ from graphattn.nn.dropout import Dropout
 from graphattn.nn.edge_features import LinearEdgeEncoding
 from graphattn.nn.encodings import PositionalEncoder
 from graphattn.nn.hybrid import HybridLayer
-from graphattn.nn.transformer import GraphTransformerLayer, make_norm
+from graphattn.nn.transformer import GraphTransformerLayer, ffn_width, make_norm
 from graphattn.transforms import AddLaplacianPE, AddRandomWalkPE
 
 __all__ = ["LAYER_TYPES", "MoleculeEnsemble", "MoleculeModel", "MoleculeModelConfig"]
@@ -93,6 +93,7 @@ class MoleculeModelConfig:
         if self.task not in TASKS:
             raise GraphInputError(f"task must be one of {TASKS}, got {self.task!r}")
         check_architecture(self.hidden, self.layers, self.heads, dropout=self.dropout)
+        ffn_width(self.hidden, self.ffn_ratio)
         check_attention_options(self.attention, "MoleculeModelConfig", MOLECULE_LAYER_OPTIONS)
         sizes = [("atom_dim", 1), ("bond_dim", 0), ("num_tasks", 1), ("mol_dim", 0)]
         if self.pe is not None:
@@ -207,6 +208,11 @@ class MoleculeModel(nn.Module):
             h = self.pe_encoder(h, self._positional_encoding(data), batch)
         edge_attr = None
         if self.bond_encoder is not None:  # each layer composes its edge map with it
+            if getattr(data, "edge_attr", None) is None:
+                raise GraphInputError(
+                    f"this model reads {self.config.bond_dim} bond features (data.edge_attr), "
+                    "which these graphs lack: featurize them as in training"
+                )
             edge_attr = LinearEdgeEncoding(data.edge_attr, self.bond_encoder)
         for layer in self.layers:
             h = layer(h, data.edge_index, edge_attr, batch)
@@ -231,6 +237,13 @@ class MoleculeModel(nn.Module):
                     f"this model reads {self.config.mol_dim} whole-molecule descriptors "
                     "(data.mol_x), which these graphs lack: featurize them as in training, "
                     "e.g. MoleculeFeaturizer(descriptors=True)"
+                )
+            expected = (pooled.size(0), self.config.mol_dim)
+            if tuple(data.mol_x.shape) != expected:
+                raise GraphInputError(
+                    f"data.mol_x must have shape [{expected[0]}, {expected[1]}] (one row of "
+                    f"{expected[1]} whole-molecule descriptors per graph), got "
+                    f"{list(data.mol_x.shape)}: featurize the graphs as in training"
                 )
             scaled = ((data.mol_x - self.mol_mean) / self.mol_std).clamp(-6.0, 6.0)
             pooled = torch.cat([pooled, scaled], dim=-1)

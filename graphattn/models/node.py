@@ -141,6 +141,11 @@ class NodeClassifier(nn.Module):
                 "known_labels given, but this model was built without label_inputs and "
                 "would ignore them: build it with NodeModelConfig(label_inputs=True)"
             )
+        if known_labels.dtype not in (torch.int64, torch.int32):
+            raise GraphInputError(
+                "known_labels must be an int64 (or int32) tensor of class indices (-1: "
+                f"unknown), got {known_labels.dtype}"
+            )
         if known_labels.shape != (num_nodes,):
             raise GraphInputError(
                 f"known_labels must have shape [{num_nodes}], got {list(known_labels.shape)}"

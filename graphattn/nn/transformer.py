@@ -12,6 +12,9 @@ tricks when layers are stacked).
 
 from __future__ import annotations
 
+import math
+import numbers
+
 from torch import Tensor, nn
 
 from graphattn.errors import GraphInputError
@@ -35,9 +38,22 @@ def make_norm(norm: str, channels: int) -> nn.Module:
     raise GraphInputError(f"norm must be one of {NORMS}, got {norm!r}")
 
 
+def ffn_width(channels: int, ratio: float) -> int:
+    """The feed-forward hidden width ``round(ratio * channels)``; raise
+    :class:`GraphInputError` unless ``ratio`` is a real number that makes it at least 1."""
+    real = isinstance(ratio, numbers.Real) and not isinstance(ratio, bool)
+    width = ratio * channels if real and math.isfinite(ratio) else 0
+    if round(width) < 1:
+        raise GraphInputError(
+            f"ffn_ratio must be a number > 0 that gives the feed-forward block at least one "
+            f"unit (round(ffn_ratio * {channels}) >= 1), got {ratio!r}"
+        )
+    return int(round(width))
+
+
 def feed_forward(channels: int, ratio: float, dropout: float) -> nn.Sequential:
     """Position-wise ``Linear -> GELU -> Dropout -> Linear`` with hidden width ``ratio * C``."""
-    hidden = int(round(ratio * channels))
+    hidden = ffn_width(channels, ratio)
     return nn.Sequential(
         nn.Linear(channels, hidden), nn.GELU(), Dropout(dropout), nn.Linear(hidden, channels)
     )

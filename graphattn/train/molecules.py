@@ -38,6 +38,7 @@ from graphattn.models.molecule import (
     MoleculeModelConfig,
     pe_transform,
 )
+from graphattn.nn.transformer import ffn_width
 from graphattn.optim import adamw
 from graphattn.splits.molecules import random_split, save_split, scaffold_split
 from graphattn.train.checkpoint import save_checkpoint
@@ -252,6 +253,7 @@ def check_train_config(config: MoleculeTrainConfig) -> None:
     architecture = {f.name: f.default for f in fields(MoleculeModelConfig) if f.name in _ARCH}
     architecture.update({k: v for k, v in config.model.items() if k in _ARCH})
     check_architecture(**architecture)
+    ffn_width(architecture["hidden"], config.model.get("ffn_ratio", MoleculeModelConfig.ffn_ratio))
     check_training_settings(
         config.epochs, config.lr, config.weight_decay, config.patience, config.seed
     )
