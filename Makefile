@@ -18,6 +18,7 @@ STAMP := $(VENV)/.installed
 .PHONY: install test test-slow train lint bench clean
 
 $(STAMP): pyproject.toml requirements/constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "requirements/constraints.txt pins versions (numpy, scipy, ...) that need Python >= 3.11, not " + sys.version.split()[0] + ": make PYTHON=python3.11 (or newer)")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import graphattn
 from graphattn.bench.analysis import crossover_density
 from graphattn.bench.cases import LAYER_IMPLS, MODEL_IMPLS, CaseSpec, build_cases, quick_grid
 from graphattn.bench.inputs import random_graph
@@ -347,6 +348,38 @@ def test_machine_records_whether_the_code_differs_from_its_commit(tmp_path) -> N
     assert git_uncommitted_changes(tmp_path) is False
     code.write_text("x = 2\n")
     assert git_uncommitted_changes(tmp_path) is True
+
+
+def test_machine_names_no_commit_for_an_installed_copy_inside_another_repository(
+    tmp_path, monkeypatch
+) -> None:
+    """A virtual environment inside the user's own repository: its commit is not graphattn's."""
+    import shutil
+    import subprocess
+
+    from graphattn.bench import machine
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    (tmp_path / "app.py").write_text("print('the user project')\n")
+    (tmp_path / ".gitignore").write_text(".venv/\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "user project")
+    site_packages = tmp_path / ".venv" / "lib" / "python3" / "site-packages"
+    (site_packages / "graphattn" / "bench").mkdir(parents=True)
+    (site_packages / "graphattn" / "bench" / "machine.py").write_text("x = 1\n")
+    monkeypatch.delenv("GRAPHATTN_COMMIT", raising=False)
+    monkeypatch.setattr(machine, "_CHECKOUT", site_packages)
+    assert machine.git_commit() is None
+    assert machine.git_uncommitted_changes() is None
+    assert machine.describe_machine()["graphattn"] == graphattn.__version__  # named instead
+    (tmp_path / ".gitignore").write_text("")  # the environment untracked, not ignored
+    assert machine.git_uncommitted_changes() is None
 
 
 # --------------------------------------------------------------------------- failures

@@ -427,3 +427,13 @@ def test_cuda_auto_backend_is_triton_and_deterministic() -> None:
     assert "triton.graph" in edges.cache
     for a, b in zip(*runs, strict=True):
         assert torch.equal(a, b)
+
+
+def test_triton_backend_without_triton_says_what_to_install(monkeypatch) -> None:
+    from graphattn.ops import fused
+
+    monkeypatch.setattr(fused, "_has_triton", lambda: False)
+    q, k, v = (torch.randn(3, 2, 4) for _ in range(3))
+    edges = prepare_edges(torch.tensor([[0, 1, 2], [1, 2, 0]]), 3)
+    with pytest.raises(RuntimeError, match=r"pip install 'graphattn\[cuda\]'"):
+        fused_edge_attention(q, k, v, edges, backend="triton")

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import torch
 
+import graphattn
+
 __all__ = ["copy_bandwidth_gb_s", "cpu_model", "describe_machine", "git_commit", "usable_cores"]
 
 
@@ -35,20 +37,32 @@ def _git(root: Path, *args: str) -> str | None:
     return out.stdout if out.returncode == 0 else None
 
 
+def _tracks_graphattn(root: Path) -> bool:
+    """Whether ``root`` is a git checkout of graphattn: git tracks its ``graphattn/`` code.
+    An installed copy is not, even in a virtual environment inside another repository
+    (whose commit and status say nothing about graphattn's code)."""
+    return bool((_git(root, "ls-files", "--", "graphattn") or "").strip())
+
+
 def git_commit() -> str | None:
     """The commit of the graphattn checkout: ``$GRAPHATTN_COMMIT`` if set (for copies of a
     working tree whose git metadata is missing or stale), else ``git rev-parse HEAD``
-    (``None`` outside a git checkout)."""
+    (``None`` outside a git checkout of graphattn, as for an installed package)."""
     if os.environ.get("GRAPHATTN_COMMIT"):
         return os.environ["GRAPHATTN_COMMIT"]
+    if not _tracks_graphattn(_CHECKOUT):
+        return None
     return (_git(_CHECKOUT, "rev-parse", "HEAD") or "").strip() or None
 
 
 def git_uncommitted_changes(root: str | Path | None = None) -> bool | None:
     """Whether the ``graphattn/`` or ``benchmarks/`` code of the checkout at ``root``
     (default: this package's) differs from its commit (``git status``; ``None`` when git
-    cannot tell): a result measured on such code did not run :func:`git_commit`'s code."""
+    cannot tell, as outside a git checkout of graphattn): a result measured on such code
+    did not run :func:`git_commit`'s code."""
     root = _CHECKOUT if root is None else Path(root)
+    if not _tracks_graphattn(root):
+        return None
     status = _git(root, "status", "--porcelain", "--", "graphattn", "benchmarks/*.py")
     return None if status is None else bool(status.strip())
 
@@ -128,6 +142,7 @@ def describe_machine() -> dict:
         **{package: _installed_version(package) for package in ("numba", "rdkit", "triton")},
         "mkl": torch.backends.mkl.is_available(),
         "cuda": _cuda_description(),
+        "graphattn": graphattn.__version__,  # an installed copy has no commit
         "graphattn_commit": git_commit(),
         "graphattn_uncommitted_changes": git_uncommitted_changes(),
     }

@@ -325,7 +325,9 @@ def _select_backend(backend: str, device: torch.device) -> str:
         return "triton" if device.type == "cuda" and _has_triton() else "cpu"
     if backend == "triton":
         if not _has_triton():
-            raise RuntimeError("backend='triton' needs the triton package")
+            raise RuntimeError(
+                "backend='triton' needs the triton package: pip install 'graphattn[cuda]'"
+            )
         if device.type != "cuda" and not _triton_interpreted():
             raise RuntimeError(
                 f"backend='triton' needs CUDA tensors (got {device.type}); on CPU set "

@@ -1,0 +1,100 @@
+"""What a wheel ships and what ``make install`` needs, checked against the checkout."""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.metadata
+import re
+from pathlib import Path
+
+import pytest
+
+import graphattn.pretrained as pretrained
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_package_data_globs_ship_every_resource_file():
+    """A wheel holds the ``.py`` files and what pyproject's package-data names: every other
+    file in ``graphattn/`` (the shipped encoders, say) must match a glob of its package."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    with open(ROOT / "pyproject.toml", "rb") as handle:
+        package_data = tomllib.load(handle)["tool"]["setuptools"]["package-data"]
+    resources = [
+        path.relative_to(ROOT)
+        for path in (ROOT / "graphattn").rglob("*")
+        if path.is_file() and path.suffix not in (".py", ".pyc") and "__pycache__" not in path.parts
+    ]
+    shipped = {
+        f"graphattn/pretrained/{name}" for name, _ in pretrained.PRETRAINED_ENCODERS.values()
+    }
+    assert shipped <= {path.as_posix() for path in resources}
+    for path in resources:
+        package = ".".join(path.parent.parts)
+        globs = package_data.get(package, []) + package_data.get("*", [])
+        assert any(fnmatch.fnmatch(path.name, glob) for glob in globs), (
+            f"{path} is not in pyproject's package-data for {package}: a wheel leaves it out"
+        )
+
+
+def test_make_refuses_a_python_older_than_the_pinned_versions_need():
+    """``make install`` stops with a message on a Python that a version pinned in
+    requirements/constraints.txt does not support (numpy 2.4 needs 3.11: pip failed)."""
+    from packaging.specifiers import SpecifierSet
+
+    guard = re.search(r"sys\.version_info < \((\d+), (\d+)\)", (ROOT / "Makefile").read_text())
+    assert guard, "the Makefile does not check the Python version before installing"
+    oldest = f"{guard[1]}.{guard[2]}"
+    checked = 0
+    for line in (ROOT / "requirements" / "constraints.txt").read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, version = line.split("==")
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        if dist.version != version:
+            continue  # only the pinned release's metadata says what it needs
+        checked += 1
+        needs = dist.metadata.get("Requires-Python") or ""
+        assert oldest in SpecifierSet(needs), f"{line} needs Python {needs}, make accepts {oldest}"
+    if not checked:
+        pytest.skip("none of the pinned versions is installed")
+
+
+def test_the_sdist_holds_the_test_suite_and_what_it_reads(tmp_path):
+    """setuptools alone puts only tests/test*.py in an sdist: without tests/conftest.py,
+    tests/graphs.py, the examples and the benchmark scripts, five test modules failed to
+    import and others to find their files."""
+    import shutil
+    import subprocess
+    import sys
+    import tarfile
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    setuptools = pytest.importorskip("setuptools")
+    if int(setuptools.__version__.split(".")[0]) < 77:
+        pytest.skip("pyproject.toml needs setuptools >= 77")
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    tracked = [name for name in listed.stdout.splitlines() if (ROOT / name).is_file()]
+    source = tmp_path / "source"
+    for name in tracked:  # a copy: building writes egg-info next to the source
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, source / name)
+    build = "from setuptools import build_meta; print(build_meta.build_sdist(%r))"
+    out = subprocess.run(
+        [sys.executable, "-c", build % str(tmp_path)], cwd=source, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    with tarfile.open(tmp_path / out.stdout.split()[-1]) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    needed = [
+        name
+        for name in tracked
+        if name.startswith(("tests/", "examples/", "benchmarks/", "datasets/"))
+        or name in ("README.md", "Makefile", "requirements/constraints.txt")
+    ]
+    missing = [name for name in needed if name not in names]
+    assert not missing, f"the sdist leaves out {len(missing)} files, e.g. {missing[:5]}"
