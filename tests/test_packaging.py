@@ -94,7 +94,7 @@ def test_the_sdist_holds_the_test_suite_and_what_it_reads(tmp_path):
         name
         for name in tracked
         if name.startswith(("tests/", "examples/", "benchmarks/", "datasets/"))
-        or name in ("README.md", "Makefile", "requirements/constraints.txt")
+        or name in ("README.md", "LICENSE", "Makefile", "requirements/constraints.txt")
     ]
     missing = [name for name in needed if name not in names]
     assert not missing, f"the sdist leaves out {len(missing)} files, e.g. {missing[:5]}"
