@@ -146,6 +146,20 @@ def test_limit_headerless_and_comments(tmp_path: Path) -> None:
     assert limited.num_rows_read == 2 and len(limited) == 2
 
 
+def test_a_smiles_with_a_character_beyond_ascii_is_skipped_with_the_character(
+    tmp_path: Path,
+) -> None:
+    # an en dash pasted from a document: RDKit's error message cut the dash's UTF-8
+    # bytes in two, and reading it raised UnicodeDecodeError out of the loader
+    dashed = "CC1(C)C(C(=O)OC(C#N)c2cccc(Oc3ccccc3)c2\u2013)C1(C)C"
+    text = f"smiles,y\nCCO,1\n{dashed},2\nCC\u00e9,3\nCCN,4\n"  # RDKit reads CCé as ethane
+    dataset = MoleculeCSV(write(tmp_path, text), target_cols="y", featurizer=PLAIN)
+    assert dataset.rows == [0, 3] and dataset.smiles == ["CCO", "CCN"]
+    assert [s.row for s in dataset.skipped] == [1, 2]
+    assert "'\u2013' (U+2013) is not a SMILES character" in dataset.skipped[0].reason
+    assert "'\u00e9' (U+00E9)" in dataset.skipped[1].reason
+
+
 def test_featurizer_is_used(tmp_path: Path) -> None:
     featurizer = MoleculeFeaturizer(elements=("C",), hybridization=False)
     dataset = MoleculeCSV(write(tmp_path, BAD_CSV), target_cols="logS", featurizer=featurizer)
@@ -171,6 +185,46 @@ def test_sdf_loader_reads_properties_and_skips_bad_records(tmp_path: Path) -> No
         reason = dataset.skipped[0].reason
         assert "valence" in reason.lower() and "ERROR" not in reason
         assert reason.lower().count("explicit valence") == 1
+
+
+@pytest.mark.skipif(not CAPTURES_LOG, reason="RDKit's reason needs rdBase.CaptureErrorLog")
+def test_an_sdf_record_rdkit_rejects_by_invariant_gets_a_short_reason(tmp_path: Path) -> None:
+    block = Chem.MolToMolBlock(Chem.MolFromSmiles("CO"))
+    unknown_element = block.replace(" C   0", " Xx  0", 1)  # an invariant in RDKit
+    text = f"{block}$$$$\n{unknown_element}$$$$\n{block}$$$$\n"
+    dataset = MoleculeSDF(write(tmp_path, text, "mols.sdf"), featurizer=PLAIN)
+    assert dataset.rows == [0, 2]
+    (skipped,) = dataset.skipped
+    assert skipped.row == 1 and "Element 'Xx' not found" in skipped.reason
+    # not RDKit's source location and stack trace (10,000 characters of library paths)
+    assert "Stacktrace" not in skipped.reason and len(skipped.reason) < 200
+
+
+def test_a_broken_record_in_a_latin1_sdf_is_skipped_not_a_decode_error(tmp_path: Path) -> None:
+    block = Chem.MolToMolBlock(Chem.MolFromSmiles("CO")) + "> <value>\n1.5\n\n$$$$\n"
+    lines = block.split("\n")
+    lines[3] = "  2\u00e9"  # a counts line RDKit quotes in its message, in Latin-1
+    path = tmp_path / "mols.sdf"
+    path.write_bytes((block + "\n".join(lines) + block).encode("latin-1"))
+    dataset = MoleculeSDF(path, target_cols="value", featurizer=PLAIN)  # UnicodeDecodeError
+    assert dataset.rows == [0, 2] and [s.row for s in dataset.skipped] == [1]
+
+
+def test_a_gzipped_sdf_is_read_and_a_truncated_one_is_an_error(tmp_path: Path) -> None:
+    import gzip
+
+    text = "".join(
+        Chem.MolToMolBlock(Chem.MolFromSmiles(s)) + f"> <value>\n{i}\n\n$$$$\n"
+        for i, s in enumerate(["CCO", "CCN", "c1ccccc1"])
+    )
+    packed = gzip.compress(text.encode())
+    (tmp_path / "mols.sdf.gz").write_bytes(packed)
+    dataset = MoleculeSDF(tmp_path / "mols.sdf.gz", target_cols="value", featurizer=PLAIN)
+    assert dataset.smiles == ["CCO", "CCN", "c1ccccc1"] and not dataset.skipped
+    assert dataset.targets[:, 0].tolist() == [0.0, 1.0, 2.0]
+    (tmp_path / "cut.sdf.gz").write_bytes(packed[: len(packed) // 2])
+    with pytest.raises(GraphInputError, match=r"cut\.sdf\.gz: cannot read record \d"):
+        MoleculeSDF(tmp_path / "cut.sdf.gz", target_cols="value", featurizer=PLAIN)
 
 
 def test_sdf_targets_align_with_molecules() -> None:

@@ -570,6 +570,23 @@ def test_an_undefined_validation_metric_selects_on_validation_loss(tmp_path, cap
     assert all(np.isfinite(h["val_loss"]) for h in history)
 
 
+def test_a_learning_curve_of_one_epoch_draws_its_points(tmp_path, monkeypatch):
+    from graphattn.train import plots
+
+    figures = []
+    monkeypatch.setattr(plots.plt, "close", figures.append)  # keep the figure to look at
+    history = [{"epoch": 1, "train_loss": 0.8, "val_rmse": 1.2, "best": True, "member": 0}]
+    history += [{**h, "member": 1} for h in history]  # an ensemble stopped after one epoch
+    plots.plot_learning_curve(history, "rmse", tmp_path / "learning_curve.png")
+    (figure,) = figures
+    points = [line for ax in figure.axes for line in ax.get_lines() if len(line.get_xdata()) == 1]
+    assert len(points) == 4  # train loss and validation RMSE of each member
+    # a line through a single point is invisible: each needs a marker (the PNG was empty)
+    assert all(line.get_marker() not in (None, "None", "", " ") for line in points)
+    monkeypatch.undo()
+    plots.plt.close(figure)
+
+
 def test_classification_predictions_give_logits_and_probabilities(tmp_path):
     source = tmp_path / "m.csv"
     source.write_text("smiles,c\n" + "".join(f"{'C' * n}O,{n % 2}\n" for n in range(1, 21)))

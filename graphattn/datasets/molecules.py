@@ -21,6 +21,7 @@ Cards with sources, citations and checksums are in the repository's ``datasets/`
 from __future__ import annotations
 
 import csv
+import gzip
 import logging
 import math
 import re
@@ -370,7 +371,7 @@ class MoleculeSDF(MoleculeDataset):
     record.
 
     Args:
-        path (str or Path): the SD file.
+        path (str or Path): the SD file, plain or gzip-compressed (``.sdf.gz``).
         target_cols (str or Sequence[str]): the target property name(s).
         featurizer (MoleculeFeaturizer, optional): when ``None``, the default settings
             with RDKit's whole-molecule descriptors, as ``graphattn train --csv`` uses
@@ -403,21 +404,39 @@ def _sdf_records(
 ) -> Iterator[MoleculeRecord | SkippedRow]:
     """Records of an SD file's molecules, capturing RDKit's reason for bad ones."""
     capture_cls = getattr(rdBase, "CaptureErrorLog", None)  # RDKit >= 2025.09
-    with open(path, "rb") as handle:
+    with (gzip.open if _is_gzip(path) else open)(path, "rb") as handle:
         supplier = Chem.ForwardSDMolSupplier(handle)
         row = 0
         while limit is None or row < limit:
-            with rdBase.BlockLogs():
-                if capture_cls is None:
-                    mol, log = next(supplier, False), ""
-                else:
-                    with capture_cls() as capture:
-                        mol = next(supplier, False)
-                    log = capture.messages
+            try:
+                with rdBase.BlockLogs():
+                    if capture_cls is None:
+                        mol, log = next(supplier, False), ""
+                    else:
+                        with capture_cls() as capture:
+                            mol = next(supplier, False)
+                        log = _captured(capture)
+            except SystemError as err:  # the file failed under RDKit: a truncated .gz
+                cause = err.__cause__ or err
+                raise GraphInputError(f"{path}: cannot read record {row}: {cause}") from err
             if mol is False:
                 return
             yield _sdf_record(row, mol, log, target_cols)
             row += 1
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        return handle.read(2) == b"\x1f\x8b"
+
+
+def _captured(capture) -> str:
+    """The messages of an ``rdBase.CaptureErrorLog``. RDKit quotes the file's own lines,
+    which need not be UTF-8 (a Latin-1 file): such bytes become U+FFFD."""
+    try:
+        return capture.messages
+    except UnicodeDecodeError as err:
+        return bytes(err.object).decode("utf-8", errors="replace")
 
 
 def _sdf_record(

@@ -86,12 +86,28 @@ def rdkit_log_lines(messages: str, echo: str | None = None) -> list[str]:
             since the caller's message names the input once.
     """
     lines = [_LOG_PREFIX.sub("", line).strip() for line in messages.splitlines()]
+    lines = _without_invariant_details(lines)
     lines = [line.removeprefix("SMILES Parse Error: ").rstrip(":") for line in lines]
     lines = [line.removeprefix("ERROR: ") for line in lines]  # the SD reader's repeats
     if echo is not None:
         lines = [_drop_echo(line, echo) for line in lines]
     lines = [line for line in lines if line.strip("^~ ") and line != echo]
     return [line for i, line in enumerate(lines) if line not in lines[:i]]
+
+
+def _without_invariant_details(lines: list[str]) -> list[str]:
+    """``lines`` with RDKit's invariant reports (between two ``****`` lines) cut to their
+    kind and message: the source location, failed expression and stack trace after them
+    (dozens of lines of library paths in RDKit >= 2025.09) say nothing about the input."""
+    kept, in_report, details = [], False, False
+    for line in lines:
+        if line == "****":
+            in_report, details = not in_report, False
+            continue
+        details = details or (in_report and line.startswith("Violation occurred on line"))
+        if not details:
+            kept.append(line)
+    return kept
 
 
 def _drop_echo(line: str, echo: str) -> str:
@@ -130,8 +146,10 @@ def parse_smiles(smiles: str) -> Chem.Mol:
     """Parse and sanitise a SMILES string with RDKit's defaults, logging nothing.
 
     Surrounding whitespace is ignored; whitespace inside is an error (RDKit would read
-    only the text before it, taking the rest for a name). Hydrogens written in the
-    SMILES are merged into their heavy atoms where RDKit does so by default.
+    only the text before it, taking the rest for a name), and so is a character that is
+    not ASCII (such as an en dash pasted from a document: RDKit drops it at either end of
+    the string, and elsewhere its error message could not be read). Hydrogens written
+    in the SMILES are merged into their heavy atoms where RDKit does so by default.
 
     Args:
         smiles (str): the SMILES string.
@@ -152,6 +170,11 @@ def parse_smiles(smiles: str) -> Chem.Mol:
     if _WHITESPACE.search(text):
         raise InvalidSmilesError(
             smiles, f"whitespace inside the SMILES (RDKit would read only {text.split()[0]!r})"
+        )
+    if not text.isascii():  # RDKit drops such characters at either end ("CCé" is ethane)
+        char = next(c for c in text if not c.isascii())
+        raise InvalidSmilesError(
+            smiles, f"{char!r} (U+{ord(char):04X}) is not a SMILES character: SMILES are ASCII"
         )
     with rdBase.BlockLogs():
         mol = Chem.MolFromSmiles(text)

@@ -24,9 +24,11 @@ def plot_learning_curve(history: list[dict], metric: str, path: str | Path) -> P
         rows = [h for h in history if h.get("member", 0) == member]
         name = f" (model {member + 1})" if len(members) > 1 else ""
         epochs = [h["epoch"] for h in rows]
-        ax_loss.plot(epochs, [h["train_loss"] for h in rows], label=f"train loss{name}")
+        marker = "o" if len(rows) == 1 else None  # a line through one point draws nothing
+        losses = [h["train_loss"] for h in rows]
+        ax_loss.plot(epochs, losses, marker=marker, label=f"train loss{name}")
         values = [h.get(f"val_{metric}", np.nan) for h in rows]
-        line = ax_val.plot(epochs, values, label=f"validation {metric}{name}")[0]
+        line = ax_val.plot(epochs, values, marker=marker, label=f"validation {metric}{name}")[0]
         best = [h["epoch"] for h in rows if h.get("best")]
         if best:
             ax_val.axvline(best[-1], color=line.get_color(), linestyle="--", alpha=0.6)
