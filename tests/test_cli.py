@@ -218,3 +218,31 @@ def test_molecule_settings_are_checked_before_the_data_is_read(tmp_path, capsys,
     assert main([*args, "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
     assert re.search(message, err) and "delaney" not in err
+
+
+@pytest.mark.parametrize("file_name", ["freesolv", "esol", "nci-tpsa"])
+def test_a_csv_named_like_a_data_set_gets_the_generic_settings(tmp_path, monkeypatch, file_name):
+    # the named sets' tuned settings (FreeSolv's pretrained start, ensembles of 3) were
+    # looked up by the CSV's file name, so a file called "freesolv" fine-tuned xtb-hydration
+    import graphattn.train.molecules as molecules
+
+    seen = {}
+
+    def capture(dataset, config, **kwargs):
+        seen["config"] = config
+        raise SystemExit(0)
+
+    monkeypatch.setattr(molecules, "train_molecule_model", capture)
+    csv = tmp_path / file_name
+    csv.write_text("smiles,y\nCCO,1.0\nCCN,2.0\nCCC,3.0\n")
+    args = ["train", "--csv", str(csv), "--target-col", "y", "--out", str(tmp_path / "r")]
+    with pytest.raises(SystemExit):
+        main([*args, "--no-descriptors", "--no-progress"])
+    generic = MoleculeTrainConfig()
+    config = seen["config"]
+    assert (config.init_from, config.ensemble, config.epochs) == (
+        generic.init_from,
+        generic.ensemble,
+        generic.epochs,
+    )
+    assert config.model == {"mode": "sparse"}

@@ -460,7 +460,8 @@ def _train_molecules(args: argparse.Namespace) -> int:
         if name not in MOLECULE_SETS:
             raise SystemExit(f"unknown data set {name!r}; choose from {MOLECULE_SETS + NODE_SETS}")
         featurizer = dataset_featurizer(name, **features)
-    config = _molecule_config(args, name)
+    # a CSV gets the generic settings, whatever its file is called ("esol", "freesolv")
+    config = _molecule_config(args, name if args.csv is None else "")
     check_train_config(config)  # before the featurizer reads the data
     if args.csv is not None:
         smiles_col, targets = args.smiles_col or "smiles", args.target_cols
@@ -476,8 +477,8 @@ def _train_molecules(args: argparse.Namespace) -> int:
 
 
 def _molecule_config(args: argparse.Namespace, name: str):
-    """The ``MoleculeTrainConfig`` of a molecule run: the data set's tuned settings, with
-    the flags given on top."""
+    """The ``MoleculeTrainConfig`` of a molecule run: the tuned settings of the named set
+    ``name`` ("" for none), with the flags given on top."""
     from graphattn.train.molecules import (
         MoleculeTrainConfig,
         dataset_train_settings,
