@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import shutil
 
 import numpy as np
 import pytest
@@ -440,3 +441,35 @@ def test_evaluate_leaves_unparsable_rows_out_of_the_metrics(two_target_run):
     parsed = evaluate_molecules(two_target_run, ["CCO", "CCCO", "CCCCO"], targets[[0, 2, 3]])
     assert everything["num_failed"] == 1 and parsed["num_failed"] == 0
     assert everything["metrics"] == parsed["metrics"]
+
+
+def test_predict_writes_the_digits_of_the_runs_predictions_csv(two_target_run, tmp_path):
+    written = read_rows(two_target_run / "predictions.csv")  # the test set, at train time
+    source = "smiles\n" + "".join(f"{row['smiles']}\n" for row in written)
+    rows = predict_csv(two_target_run, tmp_path, source)
+    for column in ("pred_y", "pred_z"):  # 7 significant digits in both, not 6 here
+        assert [r[column] for r in rows] == [r[column] for r in written]
+
+
+def test_an_output_file_that_is_an_input_is_refused_before_any_work(
+    two_target_run, tmp_path, capsys
+):
+    run = tmp_path / "run"
+    shutil.copytree(two_target_run, run)
+    checkpoint = (run / "model.pt").read_bytes()
+    source = tmp_path / "labelled.csv"
+    source.write_text("smiles,y,z\nCCO,1,10\nCCCO,2,20\n")
+    args = ["evaluate", "--model", str(run), "--csv", str(source), "--no-progress"]
+    assert main([*args, "--out", str(tmp_path / "." / "labelled.csv")]) == 2
+    assert "is the --csv file; name another file to write" in capsys.readouterr().err
+    assert source.read_text() == "smiles,y,z\nCCO,1,10\nCCCO,2,20\n"  # not the metrics JSON
+    for command in ("predict", "evaluate"):
+        for model in (run, run / "model.pt"):
+            args = [command, "--model", str(model), "--csv", str(source), "--no-progress"]
+            assert main([*args, "--out", str(run / "model.pt")]) == 2
+            assert "is the --model file; name another file to write" in capsys.readouterr().err
+    assert (run / "model.pt").read_bytes() == checkpoint
+    out = tmp_path / "in_place.csv"  # predict may still write over its input CSV
+    shutil.copy(source, out)
+    assert main(["predict", "--model", str(run), "--csv", str(out), "--out", str(out)]) == 0
+    assert [r["smiles"] for r in read_rows(out)] == ["CCO", "CCCO"]

@@ -561,8 +561,9 @@ def _smiles_of_rows(
     return smiles, problems
 
 
-def _check_output_file(path: Path | None) -> None:
-    """Refuse an output file that is a folder before any work is done (it is written last)."""
+def _check_output_file(path: Path | None, inputs: dict[str, Path] | None = None) -> None:
+    """Refuse an output file that is a folder, or one of the files the command reads
+    (``inputs``: flag -> file), before any work is done (it is written last)."""
     from graphattn.errors import GraphInputError
     from graphattn.train.loop import file_in_the_way
 
@@ -571,6 +572,16 @@ def _check_output_file(path: Path | None) -> None:
     blocker = None if path is None else file_in_the_way(path.parent)
     if blocker is not None:
         raise GraphInputError(f"--out {path} cannot be written: {blocker} is a file")
+    for flag, source in (inputs or {}).items():
+        if path is not None and path.is_file() and source.is_file() and path.samefile(source):
+            raise GraphInputError(f"--out {path} is the {flag} file; name another file to write")
+
+
+def _model_file(run_dir: Path) -> Path:
+    """The checkpoint that ``--model`` names: ``RUN_DIR/model.pt``, or the file itself."""
+    from graphattn.train.checkpoint import CHECKPOINT_NAME
+
+    return run_dir / CHECKPOINT_NAME if run_dir.is_dir() else run_dir
 
 
 def _fresh_name(name: str, taken: set[str]) -> str:
@@ -590,7 +601,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         reports_spread,
     )
 
-    _check_output_file(args.out)
+    _check_output_file(args.out, {"--model": _model_file(args.model)})
     checkpoint = load_molecule_checkpoint(args.model)
     targets = checkpoint["target_cols"]
     header, rows = _read_csv(args.csv)
@@ -617,7 +628,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         writer.writerow([*header, *added])
         for fields, pred, error in zip(rows, preds, errors, strict=True):
             cells = (fields + [""] * len(header))[: len(header)]
-            values = ["" if np.isnan(p) else f"{p:.6g}" for p in pred]
+            # 7 significant digits, what float32 holds, as in the run's predictions.csv
+            values = ["" if np.isnan(p) else f"{p:.7g}" for p in pred]
             writer.writerow([*cells, *values, error])
     failed = sum(1 for e in errors if e)
     print(f"predicted {len(rows) - failed} of {len(rows)} rows ({failed} failed) -> {args.out}")
@@ -753,7 +765,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from graphattn.train.loop import to_json
     from graphattn.train.molecule_inference import evaluate_molecules, load_molecule_checkpoint
 
-    _check_output_file(args.out)
+    _check_output_file(args.out, {"--csv": args.csv, "--model": _model_file(args.model)})
     checkpoint = load_molecule_checkpoint(args.model)
     targets = list(checkpoint["target_cols"])
     header, rows = _read_csv(args.csv)
