@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from graphattn.cli.main import main
-from graphattn.train.molecules import load_molecule_model, predict_molecules
+from graphattn.train.molecules import evaluate_molecules, load_molecule_model, predict_molecules
 
 ALCOHOLS = [f"{'C' * n}O" for n in range(1, 13)]
 
@@ -473,3 +473,30 @@ def test_an_output_file_that_is_an_input_is_refused_before_any_work(
     shutil.copy(source, out)
     assert main(["predict", "--model", str(run), "--csv", str(out), "--out", str(out)]) == 0
     assert [r["smiles"] for r in read_rows(out)] == ["CCO", "CCCO"]
+
+
+class _LabelIndexed:
+    """A column indexed by labels, not positions, as a filtered pandas Series is."""
+
+    def __init__(self, values: list[str], labels: list[int]):
+        self._by_label = dict(zip(labels, values, strict=True))
+
+    def __len__(self) -> int:
+        return len(self._by_label)
+
+    def __iter__(self):
+        return iter(self._by_label.values())
+
+    def __getitem__(self, label: int) -> str:
+        return self._by_label[label]
+
+
+def test_predict_and_evaluate_read_any_iterable_in_its_order(two_target_run):
+    smiles = ["CCO", "CCCCO", "OCCO"]
+    expected, _ = predict_molecules(two_target_run, smiles)
+    column = _LabelIndexed(smiles, labels=[2, 0, 1])  # position i is not label i
+    np.testing.assert_array_equal(predict_molecules(two_target_run, column)[0], expected)
+    np.testing.assert_array_equal(predict_molecules(two_target_run, iter(smiles))[0], expected)
+    targets = expected.copy()
+    result = evaluate_molecules(two_target_run, (s for s in smiles), targets)
+    assert result["num_rows"] == 3 and result["metrics"]["rmse"] == pytest.approx(0.0, abs=1e-5)

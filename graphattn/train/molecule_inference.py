@@ -7,7 +7,7 @@ Data path at prediction time: SMILES -> the run's featurizer -> ``Batch`` ->
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -172,15 +172,16 @@ def load_molecule_model(
 
 def predict_molecules(
     run_dir: str | Path,
-    smiles: list[str],
+    smiles: Iterable[str],
     batch_size: int = 256,
     device: str | torch.device = "cpu",
     return_std: bool = False,
     progress: bool = False,
     mode: str | None = None,
 ) -> tuple[np.ndarray, list[str]] | tuple[np.ndarray, list[str], np.ndarray]:
-    """Predict every SMILES (or RDKit molecule) of a list; unparsable ones, and entries
-    that are not strings (a missing cell read as NaN), get NaN and an error message.
+    """Predict every SMILES (or RDKit molecule) of a list (any iterable, in its order:
+    a pandas column too); unparsable ones, and entries that are not strings (a missing
+    cell read as NaN), get NaN and an error message.
 
     ``device`` runs the model there (``"cpu"``, ``"cuda"``, ``"auto"``).
     ``return_std`` also returns the standard deviation of an ensemble's members around
@@ -215,11 +216,7 @@ def _predict_smiles(
     progress: bool = False,
 ) -> tuple[np.ndarray, list[str], np.ndarray]:
     """:func:`predict_molecules` with the model loaded: ``(preds, errors, std)``."""
-    if isinstance(smiles, str):  # would be read one character at a time
-        raise GraphInputError(
-            f"smiles must be a list of SMILES strings, got the string {smiles[:40]!r}: "
-            "put a single SMILES in a list"
-        )
+    smiles = _smiles_list(smiles)
     if batch_size < 1:
         raise GraphInputError(f"batch_size must be at least 1, got {batch_size}")
     device = _model_device(model)
@@ -252,9 +249,20 @@ def _predict_smiles(
     return preds, errors, stds
 
 
+def _smiles_list(smiles: Iterable) -> list:
+    """``smiles`` as a list in iteration order (a pandas Series is indexed by its labels,
+    a generator not at all); a lone string is refused, not read one character at a time."""
+    if isinstance(smiles, str):
+        raise GraphInputError(
+            f"smiles must be a list of SMILES strings, got the string {smiles[:40]!r}: "
+            "put a single SMILES in a list"
+        )
+    return list(smiles)
+
+
 def evaluate_molecules(
     run_dir: str | Path,
-    smiles: list[str],
+    smiles: Iterable[str],
     targets: np.ndarray,
     device: str | torch.device = "cpu",
     progress: bool = False,
@@ -270,6 +278,7 @@ def evaluate_molecules(
     """
     model, meta = load_molecule_model(run_dir, device, mode)
     names = list(meta["target_cols"])
+    smiles = _smiles_list(smiles)
     targets = np.asarray(targets, dtype=float)
     if targets.ndim != 2 or targets.shape != (len(smiles), len(names)):
         raise GraphInputError(
