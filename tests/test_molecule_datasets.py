@@ -160,6 +160,15 @@ def test_a_smiles_with_a_character_beyond_ascii_is_skipped_with_the_character(
     assert "'\u00e9' (U+00E9)" in dataset.skipped[1].reason
 
 
+def test_invisible_characters_around_a_smiles_are_ignored_inside_refused(tmp_path: Path) -> None:
+    # a byte-order mark or zero-width space at either end, pasted from a document, parsed
+    # before non-ASCII SMILES were refused; inside a SMILES it is still an error
+    text = "smiles,y\n\ufeffCCO,1\nCCN\u200b,2\nCC\u200bC,3\n"
+    dataset = MoleculeCSV(write(tmp_path, text), target_cols="y", featurizer=PLAIN)
+    assert dataset.rows == [0, 1] and dataset.smiles == ["CCO", "CCN"]
+    assert "(U+200B) is not a SMILES character" in dataset.skipped[0].reason
+
+
 def test_featurizer_is_used(tmp_path: Path) -> None:
     featurizer = MoleculeFeaturizer(elements=("C",), hybridization=False)
     dataset = MoleculeCSV(write(tmp_path, BAD_CSV), target_cols="logS", featurizer=featurizer)

@@ -14,6 +14,7 @@ encoded with small numpy lookup tables; no per-feature Python loop runs per atom
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from itertools import chain
@@ -142,10 +143,26 @@ def _failure_reason(smiles: str) -> str:
 _WHITESPACE = re.compile(r"\s")
 
 
+def _strip_invisible(text: str) -> str:
+    """``text`` without whitespace and invisible format characters (a byte-order mark,
+    a zero-width space: Unicode category Cf) at either end, as pasted from documents."""
+    start, end = 0, len(text)
+    while start < end and _invisible(text[start]):
+        start += 1
+    while end > start and _invisible(text[end - 1]):
+        end -= 1
+    return text[start:end]
+
+
+def _invisible(char: str) -> bool:
+    return char.isspace() or unicodedata.category(char) == "Cf"
+
+
 def parse_smiles(smiles: str) -> Chem.Mol:
     """Parse and sanitise a SMILES string with RDKit's defaults, logging nothing.
 
-    Surrounding whitespace is ignored; whitespace inside is an error (RDKit would read
+    Surrounding whitespace and invisible format characters (a byte-order mark, a
+    zero-width space) are ignored; whitespace inside is an error (RDKit would read
     only the text before it, taking the rest for a name), and so is a character that is
     not ASCII (such as an en dash pasted from a document: RDKit drops it at either end of
     the string, and elsewhere its error message could not be read). Hydrogens written
@@ -164,7 +181,7 @@ def parse_smiles(smiles: str) -> Chem.Mol:
     """
     if not isinstance(smiles, str):
         raise TypeError(f"expected a SMILES string, got {type(smiles).__name__}: {smiles!r}")
-    text = smiles.strip()
+    text = _strip_invisible(smiles)
     if not text:
         raise InvalidSmilesError(smiles, "empty SMILES")
     if _WHITESPACE.search(text):
