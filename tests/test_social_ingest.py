@@ -796,8 +796,18 @@ def test_minus_zero_is_not_an_integer_id_so_numbering_is_stable(tmp_path):
         ("f.csv", "1,,1\n2,1.5,2\n", r"f.csv, line 1: feature column 1 holds ''"),
         ("f.csv", "1,x\n2,1\n3,2\n", r"f.csv, line 1: feature column 1 holds 'x'"),
         ("e.csv", "1,\n2,3\n", r"e.csv, line 1: malformed line"),
+        ("f.csv", "-1,x\n2,1\n3,2\n", r"f.csv, line 1: feature column 1 holds 'x'"),
+        ("f.csv", "1,x\n-2,1\n-3,2\n", r"f.csv, line 1: feature column 1 holds 'x'"),
+        ("e.csv", "-1,\n2,3\n", r"e.csv, line 1: malformed line"),
     ],
-    ids=["empty-feature", "text-feature", "edge-without-target"],
+    ids=[
+        "empty-feature",
+        "text-feature",
+        "edge-without-target",
+        "negative-id-first",
+        "negative-ids-after",
+        "negative-edge-without-target",
+    ],
 )
 def test_a_first_data_line_with_a_bad_field_is_an_error_not_a_header(tmp_path, name, text, message):
     path = write(tmp_path, name, text)

@@ -24,7 +24,7 @@ from graphattn.bench.cases import CaseSpec
 from graphattn.models.molecule import MoleculeModel, MoleculeModelConfig
 from graphattn.models.readout import Readout
 from graphattn.nn.attention import GraphSelfAttention
-from graphattn.nn.transformer import make_norm
+from graphattn.nn.transformer import ffn_width, make_norm
 
 __all__ = [
     "AttentionUnderTest",
@@ -102,7 +102,7 @@ class _PyGBlock(nn.Module):
             dropout=0.0,  # MoleculeModel has no dropout on the attention weights either
             edge_dim=c if config.bond_dim else None,
         )
-        hidden = int(round(config.ffn_ratio * c))
+        hidden = ffn_width(c, config.ffn_ratio)
         self.ffn = nn.Sequential(
             nn.Linear(c, hidden), nn.GELU(), nn.Dropout(config.dropout), nn.Linear(hidden, c)
         )

@@ -577,13 +577,6 @@ def _check_output_file(path: Path | None, inputs: dict[str, Path] | None = None)
             raise GraphInputError(f"--out {path} is the {flag} file; name another file to write")
 
 
-def _model_file(run_dir: Path) -> Path:
-    """The checkpoint that ``--model`` names: ``RUN_DIR/model.pt``, or the file itself."""
-    from graphattn.train.checkpoint import CHECKPOINT_NAME
-
-    return run_dir / CHECKPOINT_NAME if run_dir.is_dir() else run_dir
-
-
 def _fresh_name(name: str, taken: set[str]) -> str:
     """``name``, or ``name_2``, ``name_3``... if the input already has that column."""
     candidate, k = name, 2
@@ -594,6 +587,7 @@ def _fresh_name(name: str, taken: set[str]) -> str:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
+    from graphattn.train.checkpoint import checkpoint_file
     from graphattn.train.molecule_inference import (
         load_molecule_checkpoint,
         predict_molecules,
@@ -601,7 +595,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         reports_spread,
     )
 
-    _check_output_file(args.out, {"--model": _model_file(args.model)})
+    _check_output_file(args.out, {"--model": checkpoint_file(args.model)})
     checkpoint = load_molecule_checkpoint(args.model)
     targets = checkpoint["target_cols"]
     header, rows = _read_csv(args.csv)
@@ -762,10 +756,11 @@ def _labels(
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from graphattn.datasets.molecules import describe_row
+    from graphattn.train.checkpoint import checkpoint_file
     from graphattn.train.loop import to_json
     from graphattn.train.molecule_inference import evaluate_molecules, load_molecule_checkpoint
 
-    _check_output_file(args.out, {"--csv": args.csv, "--model": _model_file(args.model)})
+    _check_output_file(args.out, {"--csv": args.csv, "--model": checkpoint_file(args.model)})
     checkpoint = load_molecule_checkpoint(args.model)
     targets = list(checkpoint["target_cols"])
     header, rows = _read_csv(args.csv)

@@ -22,8 +22,9 @@ File formats (edge lists, label files, node feature files):
   parse (an integer id, a number) while the same fields of the second line parse.
   It is read as data after all when one of its id fields is also a node id of
   another line of the file, or has the same shape (digits aside) as one: ``node1``
-  next to ``node2``, ``007`` next to ``8`` (a first data line with a bad field is
-  then an error naming it). A column named twice in the header is an error. A
+  next to ``node2``, ``007`` or ``-1`` next to ``8`` (a first data line with a bad
+  field is then an error naming it). A column that is read by its name (or is the
+  default ``label`` column) and named twice in the header is an error. A
   detected header is logged as a warning; so is a row of column names read as data.
   String node ids with an unusual header cannot be told apart from data: pass
   ``has_header``.

@@ -49,6 +49,7 @@ KNOWN_COLUMNS = frozenset(
 )  # fmt: skip
 _CANONICAL_INT = re.compile(r"(0|-?[1-9][0-9]*)\Z")
 _DIGITS = re.compile(r"[0-9]+")
+_INTEGER = re.compile(r"-?[0-9]+\Z")
 
 
 def gc_paused(function: Callable) -> Callable:
@@ -229,8 +230,8 @@ def _header_like(
 
 def _ids_recur(ids: list[str], rows: list[tuple[int, list[str]]], id_cols: Sequence[int]) -> bool:
     """Whether one of ``ids`` is a node id of ``rows``, or shaped like one: the same
-    text once digit runs are blanked (``node1`` and ``node7``; ``007`` and ``8``: a
-    first line that is data with a bad field is not taken for column names)."""
+    text once digit runs are blanked (``node1`` and ``node7``; ``007``, ``-1`` and ``8``:
+    a first line that is data with a bad field is not taken for column names)."""
     others = {fields[c] for _, fields in rows for c in id_cols if c < len(fields)}
     if any(i in others for i in ids):
         return True
@@ -239,7 +240,8 @@ def _ids_recur(ids: list[str], rows: list[tuple[int, list[str]]], id_cols: Seque
 
 
 def _shape(text: str) -> str:
-    return _DIGITS.sub("0", text)
+    """``text`` with its digit runs blanked; every integer (``8``, ``007``, ``-1``) is one."""
+    return "0" if _INTEGER.match(text) else _DIGITS.sub("0", text)
 
 
 def _pick(fields: list[str], columns: Sequence[int]) -> list[str]:

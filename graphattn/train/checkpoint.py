@@ -16,7 +16,7 @@ from torch import nn
 
 from graphattn.errors import GraphInputError
 
-__all__ = ["CHECKPOINT_NAME", "load_checkpoint", "save_checkpoint"]
+__all__ = ["CHECKPOINT_NAME", "checkpoint_file", "load_checkpoint", "save_checkpoint"]
 
 CHECKPOINT_NAME = "model.pt"
 FORMAT_VERSION = 1
@@ -54,11 +54,15 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def checkpoint_file(run_dir_or_file: str | Path) -> Path:
+    """The checkpoint that a run folder or file names: ``RUN_DIR/model.pt``, or the file."""
+    path = Path(run_dir_or_file)
+    return path / CHECKPOINT_NAME if path.is_dir() else path
+
+
 def load_checkpoint(run_dir_or_file: str | Path) -> dict[str, Any]:
     """Read a checkpoint safely (``weights_only=True``) from a run folder or file."""
-    path = Path(run_dir_or_file)
-    if path.is_dir():
-        path = path / CHECKPOINT_NAME
+    path = checkpoint_file(run_dir_or_file)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}: pass a run folder made by train")
     if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; a CSV is not one
