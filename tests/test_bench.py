@@ -527,6 +527,20 @@ def test_ru_maxrss_fallback_is_labelled_an_upper_bound(
     assert extra >= 3 * 2**20  # never below the pass's own allocation
 
 
+def test_report_names_the_version_of_an_installed_copy(bench_json: dict) -> None:
+    import copy
+
+    from graphattn.bench.report import markdown_report
+
+    result = copy.deepcopy(bench_json)
+    result["machine"].update(graphattn_commit="abc123", graphattn_uncommitted_changes=True)
+    assert "commit abc123 with uncommitted changes" in markdown_report(result)
+    result["machine"].update(graphattn_commit=None, graphattn_uncommitted_changes=None)
+    result["machine"]["graphattn"] = "9.9.9"
+    text = markdown_report(result)
+    assert "graphattn 9.9.9 (installed, no git commit)" in text and "commit None" not in text
+
+
 def test_report_marks_memory_measured_by_another_method(bench_json: dict) -> None:
     import copy
 

@@ -469,6 +469,12 @@ def test_an_output_file_that_is_an_input_is_refused_before_any_work(
             assert main([*args, "--out", str(run / "model.pt")]) == 2
             assert "is the --model file; name another file to write" in capsys.readouterr().err
     assert (run / "model.pt").read_bytes() == checkpoint
+    for command, name in (("evaluate", "metrics.json"), ("predict", "predictions.csv")):
+        kept = (run / name).read_bytes()
+        args = [command, "--model", str(run), "--csv", str(source), "--no-progress"]
+        assert main([*args, "--out", str(run / name)]) == 2
+        assert f"is the run's {name}; name another file to write" in capsys.readouterr().err
+        assert (run / name).read_bytes() == kept
     out = tmp_path / "in_place.csv"  # predict may still write over its input CSV
     shutil.copy(source, out)
     assert main(["predict", "--model", str(run), "--csv", str(out), "--out", str(out)]) == 0

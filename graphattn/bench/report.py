@@ -119,13 +119,21 @@ def _machine_section(result: dict) -> str:
         ),
         f"- CPU: {m['cpu_model']}, {m['usable_cores']} usable cores, torch threads per case "
         f"{s['threads'] or m['torch_threads']}, load average {m.get('load_average_1_5_15')}",
-        f"- torch {m['torch']}, torch_geometric {m['torch_geometric']}, "
-        f"commit {m.get('graphattn_commit')}"
-        + (" with uncommitted changes" if m.get("graphattn_uncommitted_changes") else ""),
+        f"- torch {m['torch']}, torch_geometric {m['torch_geometric']}, " + _code_line(m),
         f"- quick: {s['quick']}, repeats: {s['repeats']}, warm-up passes: {s['warmup']}, "
         f"dense budget: {_mb(s['max_dense_bytes'])} MiB, memory: {s['memory_method']}",
     ]
     return "\n".join(lines)
+
+
+def _code_line(machine: dict) -> str:
+    """Which graphattn code ran: its commit, or for an installed copy (no commit) its
+    version."""
+    commit = machine.get("graphattn_commit")
+    if commit is None and machine.get("graphattn"):
+        return f"graphattn {machine['graphattn']} (installed, no git commit)"
+    changed = " with uncommitted changes" if machine.get("graphattn_uncommitted_changes") else ""
+    return f"commit {commit}{changed}"
 
 
 def _targets_section(targets: dict) -> str:

@@ -562,8 +562,9 @@ def _smiles_of_rows(
 
 
 def _check_output_file(path: Path | None, inputs: dict[str, Path] | None = None) -> None:
-    """Refuse an output file that is a folder, or one of the files the command reads
-    (``inputs``: flag -> file), before any work is done (it is written last)."""
+    """Refuse an output file that is a folder, or one of the files the command reads or
+    must keep (``inputs``: what it is -> file), before any work is done (it is written
+    last)."""
     from graphattn.errors import GraphInputError
     from graphattn.train.loop import file_in_the_way
 
@@ -572,9 +573,19 @@ def _check_output_file(path: Path | None, inputs: dict[str, Path] | None = None)
     blocker = None if path is None else file_in_the_way(path.parent)
     if blocker is not None:
         raise GraphInputError(f"--out {path} cannot be written: {blocker} is a file")
-    for flag, source in (inputs or {}).items():
+    for what, source in (inputs or {}).items():
         if path is not None and path.is_file() and source.is_file() and path.samefile(source):
-            raise GraphInputError(f"--out {path} is the {flag} file; name another file to write")
+            raise GraphInputError(f"--out {path} is {what}; name another file to write")
+
+
+def _run_files(model: Path) -> dict[str, Path]:
+    """The files of the run that ``--model`` names, which ``--out`` must not replace."""
+    from graphattn.train.checkpoint import checkpoint_file
+    from graphattn.train.loop import RUN_FILES
+
+    checkpoint = checkpoint_file(model)
+    run_files = {f"the run's {name}": checkpoint.parent / name for name in RUN_FILES}
+    return {"the --model file": checkpoint, **run_files}
 
 
 def _fresh_name(name: str, taken: set[str]) -> str:
@@ -587,7 +598,6 @@ def _fresh_name(name: str, taken: set[str]) -> str:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from graphattn.train.checkpoint import checkpoint_file
     from graphattn.train.molecule_inference import (
         load_molecule_checkpoint,
         predict_molecules,
@@ -595,7 +605,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         reports_spread,
     )
 
-    _check_output_file(args.out, {"--model": checkpoint_file(args.model)})
+    _check_output_file(args.out, _run_files(args.model))
     checkpoint = load_molecule_checkpoint(args.model)
     targets = checkpoint["target_cols"]
     header, rows = _read_csv(args.csv)
@@ -756,11 +766,10 @@ def _labels(
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from graphattn.datasets.molecules import describe_row
-    from graphattn.train.checkpoint import checkpoint_file
     from graphattn.train.loop import to_json
     from graphattn.train.molecule_inference import evaluate_molecules, load_molecule_checkpoint
 
-    _check_output_file(args.out, {"--csv": args.csv, "--model": checkpoint_file(args.model)})
+    _check_output_file(args.out, {"the --csv file": args.csv, **_run_files(args.model)})
     checkpoint = load_molecule_checkpoint(args.model)
     targets = list(checkpoint["target_cols"])
     header, rows = _read_csv(args.csv)
