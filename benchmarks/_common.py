@@ -15,6 +15,7 @@ import math
 import multiprocessing
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -22,8 +23,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from graphattn.datasets.files import resolve_file
+from graphattn.datasets.files import (
+    CARDS,
+    DatasetChecksumError,
+    DatasetUnavailableError,
+    resolve_file,
+)
 from graphattn.datasets.molecules import MOLECULE_DATASETS
+from graphattn.errors import GraphInputError
 from graphattn.pretrained.xtb import parse_xtb_model
 from graphattn.train.loop import write_json
 
@@ -41,6 +48,9 @@ __all__ = [
     "map_in_processes",
     "markdown_table",
     "met",
+    "positive_int",
+    "require_datasets",
+    "run_main",
     "seed_target",
     "setup",
     "summarize",
@@ -52,17 +62,26 @@ __all__ = [
 log = logging.getLogger("benchmarks")
 
 
-def add_common_args(parser: argparse.ArgumentParser, seeds: Sequence[int]) -> None:
-    """Add ``--data-dir``, ``--seeds``, ``--threads``, ``--smoke`` and ``--out``."""
+def positive_int(text: str) -> int:
+    """argparse type of a count: a whole number of at least 1."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of at least 1")
+    return int(text)
+
+
+def add_common_args(parser: argparse.ArgumentParser, seeds: Sequence[int] | None) -> None:
+    """Add ``--data-dir``, ``--seeds`` (not with ``seeds=None``: a script whose runs take
+    no seed), ``--threads``, ``--smoke`` and ``--out``."""
     parser.add_argument(
         "--data-dir",
         type=Path,
         default=os.environ.get("GRAPHATTN_DATA"),
         help="folder with esol/, freesolv/, facebook-pages/ (default: $GRAPHATTN_DATA)",
     )
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(seeds))
+    if seeds is not None:
+        parser.add_argument("--seeds", type=int, nargs="+", default=list(seeds))
     parser.add_argument(
-        "--threads", type=int, help="torch.set_num_threads (default: torch's own choice)"
+        "--threads", type=positive_int, help="torch.set_num_threads (default: torch's own choice)"
     )
     parser.add_argument(
         "--smoke",
@@ -71,6 +90,25 @@ def add_common_args(parser: argparse.ArgumentParser, seeds: Sequence[int]) -> No
         "the figures are meaningless",
     )
     parser.add_argument("--out", type=Path, default=Path("bench_out"), help="output folder")
+
+
+def require_datasets(names: Iterable[str], data_dir: str | Path | None, **options) -> None:
+    """Check that every file of the named data sets is available (``resolve_file`` with
+    ``options``, e.g. ``download=False``) before any work, so that a missing one stops a
+    long run at its start, not after hours; :func:`run_main` prints the error."""
+    for name in names:
+        for filename in CARDS[name].files:
+            resolve_file(name, filename, data_dir, **options)
+
+
+def run_main(main: Callable[[], int]) -> int:
+    """``main()``; a missing data set or a bad input (:class:`GraphInputError`) is one
+    ``error:`` line on stderr and exit status 2, not a traceback."""
+    try:
+        return main()
+    except (DatasetUnavailableError, DatasetChecksumError, GraphInputError) as err:
+        print(f"{Path(sys.argv[0]).name}: error: {err}", file=sys.stderr)
+        return 2
 
 
 def dataset_smiles(name: str, data_dir: str | Path | None) -> list[str]:
@@ -107,7 +145,7 @@ def setup(args: argparse.Namespace) -> None:
     logging.getLogger("graphattn").setLevel(logging.ERROR)  # e.g. facebook self-loop notes
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.smoke:
+    if args.smoke and "seeds" in args:
         args.seeds = args.seeds[:1]
     args.out.mkdir(parents=True, exist_ok=True)
 

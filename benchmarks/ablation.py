@@ -48,6 +48,9 @@ from _common import (
     machine_info,
     machine_line,
     markdown_table,
+    positive_int,
+    require_datasets,
+    run_main,
     setup,
     summarize,
     write_outputs,
@@ -127,10 +130,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_args(parser, seeds=(0, 1, 2))
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
-    parser.add_argument("--epochs", type=int, help="override the maximum epochs of every run")
+    parser.add_argument(
+        "--epochs", type=positive_int, help="override the maximum epochs of every run"
+    )
     parser.add_argument(
         "--facebook-epochs",
-        type=int,
+        type=positive_int,
         help="override the maximum epochs of the facebook runs only (wins over --epochs)",
     )
     parser.add_argument(
@@ -451,7 +456,7 @@ def _plot_panel(ax, results: list[dict], key: str, label: str, task: str) -> Non
     if key == "test":
         for i in np.flatnonzero(ok):
             ax.errorbar(values[i], y[i], xerr=errors[i], fmt="o", color=colors[i], capsize=3)
-        if ok and ok[0]:
+        if ok and ok[0] and names[0] == "default":  # the default's value, if it ran
             ax.axvline(values[0], color="tab:orange", linestyle=":", linewidth=1)
     else:
         ax.barh(
@@ -480,6 +485,7 @@ def _plot_panel(ax, results: list[dict], key: str, label: str, task: str) -> Non
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    require_datasets([{"esol": "esol", "facebook": FACEBOOK}[t] for t in args.tasks], args.data_dir)
     setup(args)
     chosen = args.variants or [v.name for v in VARIANTS]
     variants = [v for v in VARIANTS if v.name in chosen]
@@ -508,4 +514,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -16,6 +16,8 @@ import argparse
 import json
 from pathlib import Path
 
+from _common import positive_int, run_main
+
 from graphattn.bench.cases import SUITES
 from graphattn.bench.runner import run_benchmarks
 
@@ -25,11 +27,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="tiny grid (seconds), for CI")
     p.add_argument("--out", type=Path, default=Path("bench_out"), help="output folder")
-    p.add_argument("--repeats", type=int, help="timed repeats per case (median reported)")
+    p.add_argument("--repeats", type=positive_int, help="timed repeats per case (median reported)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument("--data-dir", type=Path, help="folder with esol/delaney-processed.csv")
-    p.add_argument("--threads", type=int, help="torch threads per case (default: all cores)")
+    p.add_argument(
+        "--threads", type=positive_int, help="torch threads per case (default: all cores)"
+    )
     p.add_argument("--max-dense-bytes", type=int, help="dense mode's memory budget in bytes")
     p.add_argument(
         "--suite",
@@ -76,4 +80,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_main(main))

@@ -33,6 +33,8 @@ from _common import (
     machine_info,
     machine_line,
     markdown_table,
+    positive_int,
+    run_main,
     setup,
     yes_no,
 )
@@ -51,8 +53,8 @@ LAYER_SUITES = ("scaling", "density", "molecules")
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_common_args(parser, seeds=(0,))
-    parser.add_argument("--rounds", type=int, default=12, help="timed rounds per size")
+    add_common_args(parser, seeds=None)
+    parser.add_argument("--rounds", type=positive_int, default=12, help="timed rounds per size")
     args = parser.parse_args(argv)
     if args.smoke:
         args.rounds = 2
@@ -131,4 +133,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import torch
+from _common import run_main
 
 
 def measure(data_dir: Path | None, impl: str, steps: int = 120) -> dict:
@@ -76,4 +77,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 import torch
-from _common import machine_info, markdown_table, median_ms, write_outputs
+from _common import machine_info, markdown_table, median_ms, positive_int, write_outputs
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -100,11 +100,11 @@ def measure(num_nodes: int, degree: int, heads: int, head_dim: int, repeats: int
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=1_000_000)
-    parser.add_argument("--degree", type=int, default=10)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--head-dim", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--nodes", type=positive_int, default=1_000_000)
+    parser.add_argument("--degree", type=positive_int, default=10)
+    parser.add_argument("--heads", type=positive_int, default=4)
+    parser.add_argument("--head-dim", type=positive_int, default=16)
+    parser.add_argument("--repeats", type=positive_int, default=30)
     parser.add_argument("--out", type=Path, default=Path("bench_out"))
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():

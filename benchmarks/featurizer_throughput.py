@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 
 import rdkit
-from _common import dataset_smiles
+from _common import dataset_smiles, positive_int, run_main
 from torch_geometric.utils import from_smiles
 
 from graphattn.bench.machine import describe_machine
@@ -38,10 +38,12 @@ def seconds_per_pass(featurize: Callable[[str], object], smiles: list[str]) -> f
     return time.perf_counter() - start
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=None, help="folder holding esol/")
-    parser.add_argument("--repeats", type=int, default=5, help="timed passes per featurizer")
+    parser.add_argument(
+        "--repeats", type=positive_int, default=5, help="timed passes per featurizer"
+    )
     args = parser.parse_args()
 
     machine = describe_machine()  # before timing: the load average at the start
@@ -68,7 +70,8 @@ def main() -> None:
             indent=2,
         )
     )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_main(main))

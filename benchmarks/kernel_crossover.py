@@ -29,6 +29,8 @@ from _common import (
     machine_info,
     machine_line,
     markdown_table,
+    positive_int,
+    run_main,
     setup,
     write_outputs,
 )
@@ -47,8 +49,8 @@ WARMUP = 3
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_common_args(parser, seeds=(0,))
-    parser.add_argument("--repeats", type=int, default=20)
+    add_common_args(parser, seeds=None)
+    parser.add_argument("--repeats", type=positive_int, default=20)
     args = parser.parse_args(argv)
     if args.smoke:
         args.repeats = 2
@@ -166,4 +168,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -1,8 +1,9 @@
 """ESOL / FreeSolv targets: graphattn's defaults against PyG's AttentiveFP on the same splits.
 
 For every data set and seed, the random 80/10/10 split is
-``random_split(len(dataset), fractions, seed)`` — exactly what the graphattn trainer uses —
-and both models train on those indices of the same ``load_molecule_dataset(name)`` rows:
+``random_split(len(dataset), fractions, seed)`` — exactly what the graphattn trainer uses,
+and a variant's ``split`` or ``fractions`` where ``--train-overrides`` sets them — and both
+models train on those indices of the same ``load_molecule_dataset(name)`` rows:
 
 * ``graphattn``: what ``graphattn train --dataset NAME --seed S`` does (the data set's
   default featurizer with RDKit descriptors, ``MoleculeTrainConfig(seed=S)`` plus
@@ -28,7 +29,7 @@ import copy
 import json
 import logging
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 import torch
@@ -44,6 +45,8 @@ from _common import (
     machine_info,
     machine_line,
     markdown_table,
+    require_datasets,
+    run_main,
     seed_target,
     setup,
     summarize_seeds,
@@ -55,11 +58,13 @@ from torch_geometric.nn.models import AttentiveFP
 from torch_geometric.utils import from_smiles
 
 from graphattn.datasets.molecules import dataset_featurizer, load_molecule_dataset
-from graphattn.splits.molecules import random_split
+from graphattn.errors import GraphInputError
 from graphattn.train.loop import seed_everything
 from graphattn.train.metrics import regression_metrics
 from graphattn.train.molecules import (
     MoleculeTrainConfig,
+    _make_split,
+    check_train_config,
     dataset_train_settings,
     train_molecule_model,
 )
@@ -157,9 +162,9 @@ def graphattn_config(
     return MoleculeTrainConfig(seed=seed, **settings)
 
 
-def run_graphattn(dataset, name: str, seed: int, args: argparse.Namespace) -> dict:
-    """Train graphattn (defaults, or the variant of ``args``); the record of one run."""
-    config = graphattn_config(
+def args_config(name: str, seed: int, args: argparse.Namespace) -> MoleculeTrainConfig:
+    """:func:`graphattn_config` of the defaults or of the variant of ``args``."""
+    return graphattn_config(
         name,
         seed,
         args.smoke,
@@ -167,6 +172,11 @@ def run_graphattn(dataset, name: str, seed: int, args: argparse.Namespace) -> di
         args.train_overrides,
         args.atom_contributions,
     )
+
+
+def run_graphattn(dataset, name: str, seed: int, args: argparse.Namespace) -> dict:
+    """Train graphattn (defaults, or the variant of ``args``); the record of one run."""
+    config = args_config(name, seed, args)
     metrics = train_molecule_model(dataset, config, dataset_name=name, progress=False)
     keys = ("test", "val", "train_seconds", "epochs_run", "best_epoch", "num_molecules", "config")
     return {key: metrics[key] for key in keys}
@@ -290,8 +300,8 @@ def run_dataset(
     dataset = load_dataset(name, args)
     graphs = pyg_graphs(dataset) if "attentivefp" in args.models else None
     for seed in args.seeds:
-        fractions = graphattn_config(name, seed, args.smoke).fractions
-        split = random_split(len(dataset), fractions, seed)
+        # the trainer's own split of this configuration (a variant's split or fractions too)
+        split = _make_split(dataset, args_config(name, seed, args))
         for model in args.models:
             if model == "graphattn":
                 record = run_graphattn(dataset, name, seed, args)
@@ -442,8 +452,19 @@ def render_markdown(payload: dict) -> str:
     return "\n\n".join(parts)
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse a bad variant or a missing data set before any data is read or trained on."""
+    unknown = sorted(set(args.train_overrides) - {f.name for f in fields(MoleculeTrainConfig)})
+    if unknown:
+        raise GraphInputError(f"--train-overrides: no MoleculeTrainConfig field(s) {unknown}")
+    for name in args.datasets:
+        check_train_config(args_config(name, args.seeds[0], args))
+    require_datasets(args.datasets, args.data_dir)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    check_args(args)
     setup(args)
     afp = AttentiveFPSettings(epochs=SMOKE_EPOCHS) if args.smoke else AttentiveFPSettings()
     payload = {
@@ -463,7 +484,8 @@ def main(argv: list[str] | None = None) -> int:
             if is_variant(args)
             else None,
             "attentivefp": asdict(afp),
-            "split": "random_split(len(dataset), MoleculeTrainConfig.fractions, seed)",
+            "split": "the graphattn trainer's split of its configuration (random_split("
+            "len(dataset), fractions, seed) unless a variant sets split or fractions)",
         },
         "runs": [],
     }
@@ -477,4 +499,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

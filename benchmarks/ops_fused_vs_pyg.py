@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 
 import torch
+from _common import positive_int
 from torch import Tensor, nn
 from torch_geometric.nn import TransformerConv
 
@@ -180,10 +181,10 @@ def run_processes(impl: str, num_nodes: int, args: argparse.Namespace) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[20_000, 100_000])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--processes", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--sizes", type=positive_int, nargs="+", default=[20_000, 100_000])
+    parser.add_argument("--repeats", type=positive_int, default=5)
+    parser.add_argument("--processes", type=positive_int, default=3)
+    parser.add_argument("--threads", type=positive_int, default=None)
     parser.add_argument("--impls", nargs="+", choices=IMPLEMENTATIONS, default=IMPLEMENTATIONS)
     parser.add_argument("--case", choices=IMPLEMENTATIONS, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -75,6 +75,9 @@ from _common import (
     machine_line,
     map_in_processes,
     markdown_table,
+    positive_int,
+    require_datasets,
+    run_main,
     setup,
     summarize_seeds,
     write_outputs,
@@ -543,7 +546,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--datasets", nargs="+", default=["freesolv"], choices=("esol", "freesolv"))
     parser.add_argument("--targets", choices=("descriptors", "xtb"), default="descriptors")
     parser.add_argument(
-        "--pretrain-epochs", type=int, help="default: 30 for descriptors, 60 for xtb"
+        "--pretrain-epochs", type=positive_int, help="default: 30 for descriptors, 60 for xtb"
     )
     parser.add_argument(
         "--xtb-models",
@@ -580,7 +583,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--moses-molecules",
-        type=int,
+        type=positive_int,
         default=MOSES_MOLECULES,
         help="how many FreeSolv-like MOSES molecules to add (default %(default)s)",
     )
@@ -614,6 +617,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.corpus != "rdkit" and args.targets != "xtb":
         raise SystemExit(f"--corpus {args.corpus} goes with --targets xtb")
+    xtb_flags = [
+        flag
+        for flag, given in (
+            ("--xtb-models", args.xtb_models != [DEFAULT_XTB_MODEL]),
+            ("--xtb-labels", args.xtb_labels),
+        )
+        if given
+    ]
+    if xtb_flags and args.targets != "xtb":  # else pretrained on descriptors, silently
+        raise SystemExit(f"{' and '.join(xtb_flags)}: only with --targets xtb")
     for flag, given, settings in (
         ("--pretrain-model", args.pretrain_model, MoleculeModelConfig),
         ("--pretrain-featurizer", args.pretrain_featurizer, MoleculeFeaturizer),
@@ -627,6 +640,10 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--pretrain-model: {err}") from err
     if args.corpus == MOSES_CORPUS:
         check_moses_file(args.moses_file)
+    # before the corpus and the pretraining: the data sets fine-tuned on (and FreeSolv,
+    # whose molecules the chemicals and MOSES corpora leave out)
+    needed = {*args.datasets, *(["freesolv"] if args.corpus != "rdkit" else [])}
+    require_datasets(sorted(needed), args.data_dir)
     setup(args)
     payload = {
         "complete": False,
@@ -651,4 +668,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -52,6 +52,8 @@ from _common import (
     interleaved_ms,
     machine_info,
     median_ms,
+    positive_int,
+    run_main,
     setup,
     write_outputs,
 )
@@ -208,9 +210,9 @@ def layer_ms(batch, repeats: int) -> dict[str, float]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_common_args(parser, seeds=(0,))
-    parser.add_argument("--repeats", type=int, default=40)
-    parser.add_argument("--rounds", type=int, default=3)
+    add_common_args(parser, seeds=None)
+    parser.add_argument("--repeats", type=positive_int, default=40)
+    parser.add_argument("--rounds", type=positive_int, default=3)
     args = parser.parse_args(argv)
     if args.smoke:
         args.repeats, args.rounds = 3, 1
@@ -265,4 +267,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

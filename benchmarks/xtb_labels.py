@@ -33,6 +33,8 @@ from _common import (
     machine_line,
     map_in_processes,
     markdown_table,
+    positive_int,
+    run_main,
     setup,
     xtb_model_arg,
 )
@@ -43,12 +45,6 @@ from graphattn.pretrained.xtb import conformer_seeds, parse_xtb_model, xtb_hydra
 
 DEFAULT_MODELS = ("GFN2-xTB/alpb", "GFN2-xTB/gbsa", "GFN1-xTB/alpb", "GFN1-xTB/gbsa")
 SMOKE_MOLECULES, SMOKE_CONFORMERS = 8, 2
-
-
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of at least 1")
-    return int(text)
 
 
 def _energies(job: tuple[str, list[tuple[str, str]], int]) -> list[float] | str:
@@ -155,7 +151,7 @@ def render_markdown(payload: dict) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_common_args(parser, seeds=(0,))
+    add_common_args(parser, seeds=None)
     parser.add_argument(
         "--models",
         type=xtb_model_arg,
@@ -163,7 +159,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=[parse_xtb_model(m) for m in DEFAULT_MODELS],
         help=f"METHOD/SOLVATION pairs (default: {' '.join(DEFAULT_MODELS)})",
     )
-    parser.add_argument("--conformers", type=_positive, default=5, help="conformers per molecule")
+    parser.add_argument(
+        "--conformers", type=positive_int, default=5, help="conformers per molecule"
+    )
     parser.add_argument("--workers", type=int, default=2, help="processes computing xTB")
     return parser.parse_args(argv)
 
@@ -188,4 +186,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -15,6 +16,7 @@ import torch
 from rdkit import Chem
 
 from graphattn.datasets.molecules import load_molecule_dataset
+from graphattn.errors import GraphInputError
 from graphattn.featurize.molecule import parse_smiles
 from graphattn.pretrained.xtb import xtb_hydration_energy
 from tests.conftest import REPO
@@ -720,3 +722,134 @@ def test_attention_bench_script_passes_the_paired_rounds_and_suites(monkeypatch,
     argv = ["--quick", "--out", str(tmp_path), "--paired-rounds", "0", "--suites", "scaling"]
     assert script.main([*argv, "--suite", "density"]) == 0
     assert seen["paired_rounds"] == 0 and seen["suites"] == ["scaling", "density"]
+
+
+# ------------------------------------------------------------------- arguments and data
+
+
+def test_molecule_targets_baseline_trains_on_the_variants_split(data_dir, tmp_path, monkeypatch):
+    # a variant's split or fractions went to graphattn only: AttentiveFP kept random 80/10/10
+    from graphattn.splits.molecules import scaffold_split
+
+    script = import_script("molecule_targets", monkeypatch)
+    overrides = '{"split": "scaffold", "fractions": [0.6, 0.2, 0.2]}'
+    argv = ["--smoke", "--datasets", "esol", "--train-overrides", overrides]
+    args = script.parse_args([*argv, "--data-dir", str(data_dir), "--out", str(tmp_path)])
+    splits = []
+    record = {"num_molecules": {}, "test": {"rmse": 1.0}, "train_seconds": 0.0, "epochs_run": 1}
+    monkeypatch.setattr(script, "pyg_graphs", lambda dataset: None)
+    monkeypatch.setattr(script, "run_graphattn", lambda *args: dict(record))
+    monkeypatch.setattr(
+        script, "run_attentivefp", lambda g, split, s, a: splits.append(split) or dict(record)
+    )
+    script.run_dataset("esol", args, script.AttentiveFPSettings(epochs=1), {"runs": []})
+    dataset = script.load_dataset("esol", args)
+    expected = scaffold_split(list(dataset.smiles), (0.6, 0.2, 0.2), 0)
+    assert {part: list(idx) for part, idx in splits[0].items()} == {
+        part: list(idx) for part, idx in expected.items()
+    }
+
+
+def test_molecule_targets_refuse_a_bad_variant_before_reading_any_data(tmp_path, monkeypatch):
+    script = import_script("molecule_targets", monkeypatch)
+    monkeypatch.setattr(script, "load_dataset", lambda *a: pytest.fail("data read"))
+    for flag, value, message in (
+        ("--train-overrides", '{"epochz": 5}', "no MoleculeTrainConfig field(s) ['epochz']"),
+        ("--train-overrides", '{"split": "scafold"}', "split must be 'random' or 'scaffold'"),
+        ("--model-overrides", '{"layrs": 4}', "no MoleculeModelConfig field(s) ['layrs']"),
+    ):
+        with pytest.raises(GraphInputError, match=re.escape(message)):
+            script.main([flag, value, "--out", str(tmp_path)])
+
+
+def test_node_targets_outside_their_setting_are_listed_not_judged(tmp_path, monkeypatch):
+    # a smoke run said "met" for karate's "every seed" target after one seed, and its JSON
+    # named five karate seeds and 300 baseline epochs where one seed and 2 epochs ran
+    script = import_script("node_targets", monkeypatch)
+    monkeypatch.setattr(script, "machine_info", lambda: dict(FAKE_MACHINE))
+    argv = ["--smoke", "--parts", "karate", "--models", "gat", "--out", str(tmp_path)]
+    assert script.main(argv) == 0
+    payload = json.loads((tmp_path / "node_targets.json").read_text())
+    assert payload["settings"]["karate_seeds"] == [0] == [r["seed"] for r in payload["runs"]]
+    assert payload["settings"]["facebook_pyg"]["epochs"] == 2
+    (summary,) = script.summarize_runs([_node_run(0, 0.95), _node_run(1, 0.96)])
+    full = {"smoke": False, "seeds": [0, 1, 2], "karate_seeds": [0, 1, 2, 3, 4]}
+    assert all(c["met"] is not None for c in script.check_targets([summary], full))
+    for settings, caveat in (
+        ({**full, "smoke": True}, "smoke run"),
+        ({**full, "seeds": [0, 1]}, "seeds [0, 1]"),
+    ):
+        for check in script.check_targets([summary], settings):
+            assert check["met"] is None and caveat in check["note"] and caveat in check["shown"]
+
+
+def test_a_missing_data_set_stops_a_script_at_its_start_with_one_error_line(
+    data_dir, tmp_path, monkeypatch, capsys
+):
+    # the ablation ran every ESOL variant, then died with a traceback on facebook-pages
+    script = import_script("ablation", monkeypatch)
+    only_esol = tmp_path / "data"
+    only_esol.mkdir()
+    (only_esol / "esol").symlink_to(data_dir / "esol")
+    monkeypatch.delenv("GRAPHATTN_DATA", raising=False)
+    monkeypatch.setenv("GRAPHATTN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr("graphattn.datasets.files._download", _no_download)
+    monkeypatch.setattr(script, "ablate_esol", lambda *a: pytest.fail("ESOL ran"))
+    argv = ["--tasks", "esol", "facebook", "--data-dir", str(only_esol), "--out", str(tmp_path)]
+    assert script.run_main(lambda: script.main(argv)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{os.path.basename(sys.argv[0])}: error: data set 'facebook-pages'")
+    assert "Traceback" not in err and str(only_esol / "facebook-pages") in err
+
+
+def _no_download(card, timeout):
+    raise OSError("no network in this test")
+
+
+@pytest.mark.parametrize(
+    ("name", "argv", "message"),
+    [
+        ("auto_choice", ["--seeds", "1"], "unrecognized arguments: --seeds"),  # took no seed
+        ("kernel_crossover", ["--seeds", "1"], "unrecognized arguments: --seeds"),
+        ("training_step_breakdown", ["--seeds", "1"], "unrecognized arguments: --seeds"),
+        ("xtb_labels", ["--seeds", "1"], "unrecognized arguments: --seeds"),
+        ("auto_choice", ["--rounds", "0"], "'0': expected a whole number of at least 1"),
+        ("kernel_crossover", ["--repeats", "0"], "'0': expected a whole number of at least 1"),
+        ("training_step_breakdown", ["--rounds", "0"], "'0': expected a whole"),
+        ("ablation", ["--smoke", "--epochs", "0"], "'0': expected a whole"),  # ran 1 epoch
+        ("ablation", ["--facebook-epochs", "0"], "'0': expected a whole"),
+        ("molecule_targets", ["--threads", "0"], "'0': expected a whole"),  # was ignored
+        ("attention_bench", ["--repeats", "0"], "'0': expected a whole"),
+    ],
+)
+def test_scripts_refuse_arguments_they_cannot_honour(name, argv, message, monkeypatch, capsys):
+    script = import_script(name, monkeypatch)
+    parse = script.build_parser().parse_args if name == "attention_bench" else script.parse_args
+    with pytest.raises(SystemExit) as exit_info:
+        parse(argv)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_pretraining_refuses_xtb_flags_without_xtb_targets(tmp_path):
+    # it pretrained on descriptors and ignored them
+    for flag, value in (("--xtb-labels", "labels.csv"), ("--xtb-models", "GFN1-xTB/alpb")):
+        result = run_script("pretraining.py", flag, value, "--out", str(tmp_path))
+        assert result.returncode != 0 and f"{flag}: only with --targets xtb" in result.stderr
+    assert not (tmp_path / "corpus.csv").exists()
+
+
+def test_ablation_plot_marks_the_default_only_when_it_ran(monkeypatch):
+    script = import_script("ablation", monkeypatch)
+    import matplotlib.pyplot as plt
+
+    def result(name: str, mean: float) -> dict:
+        return {"variant": name, "test": {"mean": mean, "std": None}}
+
+    for results, dotted in (
+        ([result("pe=rw", 2.3), result("hops=2", 2.5)], 0),  # was a "default" line at pe=rw
+        ([result("default", 2.4), result("hops=2", 2.5)], 1),
+    ):
+        fig, ax = plt.subplots()
+        script._plot_panel(ax, results, "test", "test RMSE", "esol")
+        assert sum(line.get_linestyle() == ":" for line in ax.get_lines()) == dotted
+        plt.close(fig)
