@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import re
@@ -388,6 +389,90 @@ def test_an_error_in_a_worker_process_reaches_the_caller(tmp_path):
             train_molecule_model(dataset, config, progress=False)
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_an_interrupt_ends_the_members_processes_at_once(tmp_path):
+    import _thread
+    import multiprocessing
+    import threading
+    import time
+
+    dataset = MoleculeCSV(
+        write_alcohols(tmp_path / "m.csv"), target_cols=["y"], featurizer=MoleculeFeaturizer()
+    )
+    # the members would train for a minute each: leaving the pool used to wait for them
+    long = {"epochs": 10**6, "patience": 10**6, "max_seconds": 60.0}
+    config = MoleculeTrainConfig(ensemble=2, workers=2, model={"hidden": 16, "layers": 1}, **long)
+    interrupted = []
+
+    def interrupt() -> None:  # a Ctrl-C that reaches this process only, not its workers
+        interrupted.append(time.perf_counter())
+        _thread.interrupt_main()
+
+    threading.Timer(3, interrupt).start()
+    with pytest.raises(KeyboardInterrupt):
+        train_molecule_model(dataset, config, progress=False)
+    assert time.perf_counter() - interrupted[0] < 20
+    assert multiprocessing.active_children() == []
+
+
+PARENT_OF_WORKERS = """
+import sys
+from graphattn.datasets.molecules import MoleculeCSV
+from graphattn.train.molecules import MoleculeTrainConfig, train_molecule_model
+
+if __name__ == "__main__":
+    dataset = MoleculeCSV(sys.argv[1], target_cols=["y"])
+    long = {"epochs": 10**6, "patience": 10**6, "max_seconds": 120.0}
+    config = MoleculeTrainConfig(ensemble=2, workers=2, model={"hidden": 16, "layers": 1}, **long)
+    train_molecule_model(dataset, config, progress=False)
+"""
+
+
+def test_worker_processes_end_with_a_killed_parent(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    (tmp_path / "parent.py").write_text(PARENT_OF_WORKERS)
+    source = write_alcohols(tmp_path / "m.csv")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    parent = subprocess.Popen(
+        [sys.executable, str(tmp_path / "parent.py"), str(source)], env=env, cwd=tmp_path
+    )
+    workers = []
+    try:
+        deadline = time.monotonic() + 120
+        while len(workers) < 2 and parent.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+            children = psutil.Process(parent.pid).children()
+            workers = [p for p in children if "spawn_main" in " ".join(p.cmdline())]
+        assert len(workers) >= 2, "the parent did not start its two workers"
+        time.sleep(3)
+        workers = psutil.Process(parent.pid).children()  # every process the run started
+        parent.send_signal(signal.SIGKILL)  # as the OOM killer or `kill -9` would
+        parent.wait()
+        deadline = time.monotonic() + 30
+        while any(_running(p) for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not any(_running(p) for p in workers), "workers outlived their parent"
+    finally:
+        for process in [parent, *workers]:
+            with contextlib.suppress(psutil.Error, ProcessLookupError):
+                process.kill()
+
+
+def _running(process) -> bool:
+    import psutil
+
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def test_cli_ensemble_flag_and_its_checks(tmp_path, capsys):

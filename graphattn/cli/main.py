@@ -431,9 +431,10 @@ def _overrides(args: argparse.Namespace, names: tuple[str, ...]) -> dict:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from graphattn.train.loop import check_run_folder
+    from graphattn.train.loop import check_run_folder, training_device
 
     check_run_folder(args.out)  # an --out that is a file fails now, not after the data
+    training_device(args.device)  # so does a device this machine lacks
     if args.edges is not None or (args.dataset in NODE_SETS):
         return _train_nodes(args)
     return _train_molecules(args)

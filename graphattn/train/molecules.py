@@ -14,7 +14,9 @@ import io
 import logging
 import math
 import multiprocessing
-import queue
+import multiprocessing.connection
+import os
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -178,7 +180,9 @@ class MoleculeTrainConfig:
             Ignored on CUDA and for a single model. The worker processes are started with
             ``spawn``: a script that sets ``workers > 1`` needs the usual
             ``if __name__ == "__main__":`` guard. Each start costs the imports of torch
-            and PyG, about 10 s on a slow 2-core machine.
+            and PyG, about 10 s on a slow 2-core machine. A member's error, or an
+            interrupt, ends all the worker processes at once, and they end with the
+            process that started them, killed or not.
         init_from: a molecule run folder (or its ``model.pt``), or the name of a shipped
             encoder (:mod:`graphattn.pretrained`), whose graph encoder
             initialises every model (transfer learning, see
@@ -573,10 +577,31 @@ def _from_bytes(payload: bytes):
     return torch.load(io.BytesIO(payload), weights_only=False)  # our own bytes
 
 
-def _fit_member_alone(payload: bytes, member: int, reports) -> bytes:
+_REPORTS = None  # in a worker process: the queue its members' epochs are reported to
+
+
+def _start_worker(reports) -> None:
+    """Set up a worker process: where it reports epochs, and a thread that ends it when
+    the process that started it ends (killed, it cannot stop its workers, which would
+    train on, then wait forever to hand in their results)."""
+    global _REPORTS
+    _REPORTS = reports
+    # workers show no progress bars: a thread lock spares them the semaphore tqdm would
+    # share between processes, which a stopped worker would leave behind (with a warning)
+    tqdm.set_lock(threading.RLock())
+    sentinel = multiprocessing.parent_process().sentinel  # ready once the parent is gone
+    threading.Thread(target=_exit_after, args=(sentinel,), daemon=True).start()
+
+
+def _exit_after(sentinel: int) -> None:
+    multiprocessing.connection.wait([sentinel])
+    os._exit(1)
+
+
+def _fit_member_alone(payload: bytes, member: int) -> bytes:
     """Train one member in a worker process (one torch thread); its weights, history
-    and best epoch. Each epoch's ``(member, train loss, val metric)`` goes to
-    ``reports``, then ``(member, None, epochs run)``."""
+    and best epoch. Each epoch's ``(member, train loss, val metric)`` is reported,
+    then ``(member, None, epochs run)``."""
     torch.set_num_threads(1)
     job: _MembersJob = _from_bytes(payload)
     model, history, best_epoch = job.train_member(
@@ -585,9 +610,9 @@ def _fit_member_alone(payload: bytes, member: int, reports) -> bytes:
         _eval_loader(job.val_items),
         label="",
         progress=False,
-        report=lambda loss, value: reports.put((member, loss, value)),
+        report=lambda loss, value: _REPORTS.put((member, loss, value)),
     )
-    reports.put((member, None, len(history)))  # done: the epochs it ran
+    _REPORTS.put((member, None, len(history)))  # done: the epochs it ran
     return _to_bytes((model.state_dict(), history, best_epoch))
 
 
@@ -595,42 +620,72 @@ def _fit_members_in_processes(
     job: _MembersJob, workers: int, label: str, progress: bool
 ) -> list[tuple[MoleculeModel, list[dict], int]]:
     """Train every ensemble member in ``workers`` fresh processes; one progress bar
-    counts the epochs of all of them (its total drops when a member stops early)."""
+    counts the epochs of all of them (its total drops when a member stops early).
+
+    A member's error, or an interrupt, ends the other members' processes at once and
+    is raised here."""
     context = multiprocessing.get_context("spawn")  # fork is unsafe once torch has threads
-    with context.Manager() as manager, ProcessPoolExecutor(workers, mp_context=context) as pool:
-        reports, payload = manager.Queue(), _to_bytes(job)
-        futures = [
-            pool.submit(_fit_member_alone, payload, member, reports)
-            for member in range(job.config.ensemble)
-        ]
-        epochs, members = job.config.epochs, job.config.ensemble
-        bar = tqdm(total=members * epochs, desc=label, unit="epoch", disable=not progress)
-        finished = 0
-        while not all(f.done() for f in futures) or not reports.empty():
-            try:
-                member, loss, value = reports.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            if loss is None:  # member stopped after `value` epochs
-                bar.total -= epochs - value
-                finished += 1
-                bar.set_postfix(done=f"{finished}/{members}")
-                continue
-            bar.update(1)
-            bar.set_postfix(
-                model=member + 1,
-                done=f"{finished}/{members}",
-                loss=f"{loss:.4f}",
-                **{f"val_{job.metric}": f"{value:.4f}"},
-            )
-        bar.close()
-        results = [_from_bytes(f.result()) for f in futures]  # re-raises a worker's error
+    reports = context.SimpleQueue()  # written before each result: read in full below
+    pool = ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_start_worker, initargs=(reports,)
+    )
+    with pool:
+        try:
+            results = _collect_members(pool, job, reports, label, progress)
+        except BaseException:
+            _stop_workers(pool)
+            raise
     fitted = []
     for state, history, best_epoch in results:
         model = MoleculeModel(job.model_config)
         model.load_state_dict(state)
         fitted.append((model, history, best_epoch))
     return fitted
+
+
+def _collect_members(pool, job: _MembersJob, reports, label: str, progress: bool) -> list:
+    """Submit every member to ``pool``, show their epochs, and return their results;
+    a member's error is raised as soon as it arrives."""
+    payload = _to_bytes(job)
+    futures = [
+        pool.submit(_fit_member_alone, payload, member) for member in range(job.config.ensemble)
+    ]
+    epochs, members = job.config.epochs, job.config.ensemble
+    with tqdm(total=members * epochs, desc=label, unit="epoch", disable=not progress) as bar:
+        finished = 0
+        while True:
+            while not reports.empty():
+                member, loss, value = reports.get()
+                if loss is None:  # member stopped after `value` epochs
+                    bar.total -= epochs - value
+                    finished += 1
+                    bar.set_postfix(done=f"{finished}/{members}")
+                    continue
+                bar.update(1)
+                bar.set_postfix(
+                    model=member + 1,
+                    done=f"{finished}/{members}",
+                    loss=f"{loss:.4f}",
+                    **{f"val_{job.metric}": f"{value:.4f}"},
+                )
+            for future in futures:
+                if future.done() and future.exception() is not None:
+                    future.result()  # re-raises the worker's error
+            if all(f.done() for f in futures) and reports.empty():
+                break
+            time.sleep(0.2)
+    return [_from_bytes(f.result()) for f in futures]
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """End the pool's processes now: leaving the pool would wait for the members still
+    training, all of their epochs."""
+    processes = list((pool._processes or {}).values())  # terminate_workers from Python 3.14
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.join()
 
 
 def _train_loader(train_items: list, config: MoleculeTrainConfig) -> DataLoader:
