@@ -201,6 +201,27 @@ def test_segment_reductions_match_a_loop_over_segments():
     torch.testing.assert_close(segment_sum(values[shuffled], index[shuffled], 6), loop_sum)
 
 
+@pytest.mark.parametrize("normalize", ["softmax", "relu", "sigmoid"])
+@pytest.mark.parametrize("shape", [(), (3,), (3, 2)])
+def test_segment_normalize_keeps_the_shape_of_the_scores(normalize, shape):
+    """Scores ``[E, *]`` give weights ``[E, *]`` under every normaliser, each segment
+    normalised by its own in-degree (relu and sigmoid turned ``[E]`` scores into
+    ``[E, E]`` weights and refused ``[E, H, D]`` ones)."""
+    from graphattn.ops.segment import segment_normalize
+
+    index = torch.tensor([0, 0, 0, 2, 2, 3])
+    scores = torch.randn(index.numel(), *shape)
+    alpha = segment_normalize(scores, index, 4, normalize)
+    assert alpha.shape == scores.shape
+    degree = torch.tensor([3.0, 3.0, 3.0, 2.0, 2.0, 1.0]).view(-1, *[1] * len(shape))
+    expected = {
+        "relu": lambda: torch.relu(scores) / degree,
+        "sigmoid": lambda: torch.sigmoid(scores - degree.log()),
+        "softmax": lambda: torch.cat([scores[index == t].softmax(0) for t in (0, 2, 3)]),
+    }[normalize]()
+    torch.testing.assert_close(alpha, expected)
+
+
 def test_by_source_is_the_transposed_csr():
     edge_index = torch.tensor([[2, 0, 2, 1, 0], [0, 1, 1, 2, 2]])
     edges = prepare_edges(edge_index, 4, add_self_loops=False, cache=False)

@@ -65,6 +65,28 @@ def test_the_train_help_states_the_architecture_defaults():
         assert f"default: {value}" in option_help("train", f"--{name}")
 
 
+def test_the_train_help_states_the_split_task_mode_device_and_ensemble_defaults():
+    from graphattn.train.molecules import DATASET_DEFAULTS
+
+    fractions = option_help("train", "--split-fractions")
+    for kind, config in (("molecules default", MoleculeTrainConfig), ("nodes", NodeTrainConfig)):
+        assert f"{kind} {' '.join(f'{f:g}' for f in default(config, 'fractions'))}" in fractions
+    assert f"default: {default(MoleculeTrainConfig, 'split')} " in option_help("train", "--split")
+    assert f"default: {default(MoleculeTrainConfig, 'task')})" in option_help("train", "--task")
+    (mode,) = {default(MoleculeModelConfig, "mode"), default(NodeTrainConfig, "mode")}
+    assert f"(default: {mode})" in option_help("train", "--mode")
+    (device,) = {default(MoleculeTrainConfig, "device"), default(NodeTrainConfig, "device")}
+    assert option_help("train", "--device").startswith(f"{device} (default)")
+    train = {action.dest: action.default for action in subcommands()["train"]._actions}
+    assert (train["mode"], train["device"]) == (mode, device)  # what the help states
+    for command in ("predict", "evaluate"):
+        assert option_help(command, "--device").startswith(f"{device} (default)")
+    tuned = sorted(name for name, d in DATASET_DEFAULTS.items() if "ensemble" in d)
+    assert {DATASET_DEFAULTS[name]["ensemble"] for name in tuned} == {3}
+    ensemble = f"3 for {' and '.join(tuned)}, else {default(MoleculeTrainConfig, 'ensemble')})"
+    assert ensemble in option_help("train", "--ensemble")
+
+
 @pytest.mark.parametrize("flag", MOLECULE_ONLY_FLAGS)
 def test_node_training_refuses_every_molecule_only_flag(tmp_path, capsys, flag):
     option = "--" + flag.replace("_", "-")

@@ -156,3 +156,110 @@ def test_a_feed_forward_ratio_without_a_hidden_unit_is_named(ratio):
         with pytest.raises(GraphInputError, match=message):
             build()
     assert GraphTransformerLayer(16, 2, ffn_ratio=0.04).ffn[0].out_features == 1
+
+
+# ---------------------------------------------------------------- documented arguments
+
+
+def documented_arguments(doc: str | None, sections=("Args", "Attributes")) -> dict[str, str]:
+    """Name -> description of the entries of a docstring's ``Args:`` (and ``Attributes:``)
+    sections (Google style: ``name: ...``, ``name (type): ...``, ``a, b: ...``,
+    ``**kwargs: ...``)."""
+    import inspect
+
+    entries: dict[str, str] = {}
+    lines = inspect.cleandoc(doc or "").splitlines()
+    for at, line in enumerate(lines):
+        if line.strip() not in [f"{section}:" for section in sections]:
+            continue
+        indent, names = None, []
+        for entry in lines[at + 1 :]:
+            depth = len(entry) - len(entry.lstrip())
+            if entry.strip() and depth <= len(line) - len(line.lstrip()):
+                break  # the next section
+            indent = depth if indent is None and entry.strip() else indent
+            head = re.match(r"\s*((?:\*\*)?\w+(?:, \w+)*)(?: \([^)]*\))?: ?(.*)", entry)
+            if depth == indent and head:
+                names = [name.lstrip("*") for name in head.group(1).split(", ")]
+                entries.update({name: head.group(2) for name in names})
+            elif entry.strip():
+                entries.update({name: entries[name] + " " + entry.strip() for name in names})
+    return entries
+
+
+def shapes_section(doc: str | None) -> str:
+    """The text of a docstring's ``Shapes:`` section ("" without one)."""
+    found = re.search(r"\n\s*Shapes:\n(.*?)(?:\n\s*\n|$)", doc or "", re.DOTALL)
+    return found.group(1) if found else ""
+
+
+def public_api_classes() -> list[type]:
+    from graphattn import datasets, featurize, models, nn, train, transforms
+
+    return [
+        *(getattr(nn, name) for name in nn.__all__ if name != "DenseMemoryError"),
+        *(getattr(models, name) for name in models.__all__),
+        train.MoleculeTrainConfig,
+        train.NodeTrainConfig,
+        featurize.MoleculeFeaturizer,
+        datasets.MoleculeDataset,
+        datasets.MoleculeCSV,
+        datasets.MoleculeSDF,
+        transforms.AddLaplacianPE,
+        transforms.AddRandomWalkPE,
+        transforms.AddSinusoidalPE,
+    ]
+
+
+def documented_default(text: str):
+    """The value a description states as ``(default: X)``, or ``...`` when it states
+    none or one that is not a Python literal."""
+    import ast
+
+    found = re.search(r"\(default: (.*?)\)(?:\s|$)", text)
+    if not found:
+        return ...
+    literal = found.group(1).replace(":obj:", "").replace("`", "").split(" = ")[-1]
+    try:
+        return ast.literal_eval(literal)
+    except (SyntaxError, ValueError):
+        return ...
+
+
+@pytest.mark.parametrize("cls", public_api_classes(), ids=lambda cls: cls.__name__)
+def test_every_argument_of_the_public_classes_is_documented(cls):
+    """The constructor's (or dataclass's) arguments appear in the class docstring's
+    ``Args``/``Attributes`` (or ``__init__``'s), with the defaults they state, and no
+    argument documented there is gone; a module's ``forward`` arguments appear in its
+    own ``Args``, the class's, or the class's ``Shapes``."""
+    import dataclasses
+    import inspect
+
+    def parameters(function) -> dict[str, inspect.Parameter]:
+        signature = inspect.signature(function)
+        return {name: p for name, p in signature.parameters.items() if name != "self"}
+
+    init = cls.__init__ if "__init__" in vars(cls) else None
+    if dataclasses.is_dataclass(cls):
+        arguments = {f.name: f.default for f in dataclasses.fields(cls) if f.init}
+    else:
+        arguments = {name: p.default for name, p in parameters(init).items()} if init else {}
+    docs = (cls.__doc__, init.__doc__ if init else None)
+    documented = {k: v for doc in docs for k, v in documented_arguments(doc).items()}
+    assert [name for name in arguments if name not in documented] == []
+    if arguments and not dataclasses.is_dataclass(cls):  # dataclass Attributes may add more
+        stale = [a for doc in docs for a in documented_arguments(doc, ("Args",))]
+        assert [name for name in stale if name not in arguments] == []
+    for name, default in arguments.items():  # None: the documented value is filled in
+        stated = documented_default(documented[name])
+        assert stated in (..., default) or default is None, f"{name}: documented {stated!r}"
+    forward = vars(cls).get("forward")
+    if isinstance(cls, type) and issubclass(cls, torch.nn.Module) and forward is not None:
+        own = {**documented_arguments(cls.__doc__), **documented_arguments(forward.__doc__)}
+        shapes = shapes_section(cls.__doc__)
+        missing = [
+            name
+            for name in parameters(forward)
+            if name not in own and not re.search(rf"\b{name}\b", shapes)
+        ]
+        assert missing == [], f"{cls.__name__}.forward does not document {missing}"

@@ -99,6 +99,7 @@ class Grid:
         molecule_batches: distinct batches (timed passes cycle over them).
         repeats: timed passes per case.
         warmup: untimed passes per case.
+        suites: the suites to run, a subset of :data:`SUITES` (default: all).
     """
 
     scaling_nodes: tuple[int, ...]

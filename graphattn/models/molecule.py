@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 from torch import Tensor, nn
+from torch_geometric.data import Data
+from torch_geometric.transforms import BaseTransform
 
 from graphattn.errors import GraphInputError, check_count
 from graphattn.models.checks import check_architecture, check_attention_options
@@ -114,7 +116,7 @@ class MoleculeModelConfig:
         return cls(**d)
 
 
-def pe_transform(config: MoleculeModelConfig):
+def pe_transform(config: MoleculeModelConfig) -> BaseTransform | None:
     """The PyG transform that adds ``config.pe`` to each molecule (or None)."""
     if config.pe == "lap":
         return AddLaplacianPE(config.pe_dim, attr_name=PE_ATTRIBUTES["lap"])
@@ -130,8 +132,9 @@ class MoleculeModel(nn.Module):
         config: a :class:`MoleculeModelConfig`.
 
     Shapes:
-        - input: a ``Batch`` with ``x [N, atom_dim]``, ``edge_index [2, E]``,
-          ``edge_attr [E, bond_dim]``, ``batch [N]``
+        - input: data, a ``Batch`` (or a single ``Data``: one graph) with
+          ``x [N, atom_dim]``, ``edge_index [2, E]``, ``edge_attr [E, bond_dim]``,
+          ``batch [N]``
         - output: ``[num_graphs, T]`` (standardised targets, or logits)
     """
 
@@ -180,7 +183,7 @@ class MoleculeModel(nn.Module):
         std = mol_x.std(0) if mol_x.size(0) > 1 else torch.ones_like(self.mol_std)
         self.mol_std.copy_(std.clamp(min=1e-6))
 
-    def pe_transform(self):
+    def pe_transform(self) -> BaseTransform | None:
         """The PyG transform that adds this model's positional encoding (or None)."""
         return pe_transform(self.config)
 
@@ -189,7 +192,7 @@ class MoleculeModel(nn.Module):
         for layer in self.layers:
             layer.mode = mode
 
-    def _positional_encoding(self, data) -> Tensor:
+    def _positional_encoding(self, data: Data) -> Tensor:
         name = PE_ATTRIBUTES[self.config.pe]
         pe = getattr(data, name, None)
         if pe is None:
@@ -199,7 +202,7 @@ class MoleculeModel(nn.Module):
             )
         return pe
 
-    def node_embeddings(self, data, batch: Tensor | None = None) -> Tensor:
+    def node_embeddings(self, data: Data, batch: Tensor | None = None) -> Tensor:
         """``[N, hidden]`` atom vectors after the transformer stack (``batch``: the graph
         of each atom, by default ``data.batch``; ``None`` there is one graph)."""
         batch = data.batch if batch is None else batch
@@ -218,7 +221,7 @@ class MoleculeModel(nn.Module):
             h = layer(h, data.edge_index, edge_attr, batch)
         return self.final_norm(h)
 
-    def head_input(self, data) -> Tensor:
+    def head_input(self, data: Data) -> Tensor:
         """``[B, readout.out_channels + mol_dim]``: each graph's pooled atom vectors, next
         to its standardised whole-molecule descriptors (clamped to ±6) when ``mol_dim``.
         A single ``Data`` (no ``batch``) is one graph; it is not modified."""
@@ -249,7 +252,7 @@ class MoleculeModel(nn.Module):
             pooled = torch.cat([pooled, scaled], dim=-1)
         return pooled
 
-    def forward(self, data) -> Tensor:
+    def forward(self, data: Data) -> Tensor:
         return self.head(self.head_input(data))
 
 
@@ -261,6 +264,10 @@ class MoleculeEnsemble(nn.Module):
 
     Args:
         members: models trained from different initialisations (same config).
+
+    Shapes:
+        - input: data, as for :class:`MoleculeModel`
+        - output: ``[num_graphs, T]``, the members' mean
     """
 
     def __init__(self, members: list[MoleculeModel]) -> None:
@@ -268,16 +275,16 @@ class MoleculeEnsemble(nn.Module):
         self.members = nn.ModuleList(members)
         self.config = members[0].config
 
-    def pe_transform(self):
+    def pe_transform(self) -> BaseTransform | None:
         return self.members[0].pe_transform()
 
     def set_mode(self, mode: str) -> None:
         for member in self.members:
             member.set_mode(mode)
 
-    def member_predictions(self, data) -> Tensor:
+    def member_predictions(self, data: Data) -> Tensor:
         """Each member's prediction ``[M, B, T]``; :meth:`forward` is their mean."""
         return torch.stack([member(data) for member in self.members])
 
-    def forward(self, data) -> Tensor:
+    def forward(self, data: Data) -> Tensor:
         return self.member_predictions(data).mean(0)

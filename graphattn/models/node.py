@@ -110,13 +110,19 @@ class NodeClassifier(nn.Module):
         batch: Tensor | None = None,
         return_attention: bool = False,
     ) -> Tensor | tuple[Tensor, list]:
-        """Args:
-        x: ``[N, in_channels]``.
-        edge_index: ``[2, E]``.
-        known_labels: ``[N]`` long, class index of nodes whose label is an input,
-            -1 elsewhere (only with ``label_inputs``).
-        batch: ``[N]`` graph index (several graphs at once).
-        return_attention: also return each layer's ``(edge_index, alpha)``.
+        """Logits of every node.
+
+        Args:
+            x: ``[N, in_channels]``.
+            edge_index: ``[2, E]``.
+            known_labels: ``[N]`` long, class index of nodes whose label is an input,
+                -1 elsewhere (only with ``label_inputs``).
+            batch: ``[N]`` graph index (several graphs at once).
+            return_attention: also return each layer's ``(edge_index, alpha)``.
+
+        Returns:
+            ``[N, num_classes]`` logits, or ``(logits, [(edge_index, alpha [E', H]), ...])``
+            with one pair per layer.
         """
         h = self.encoder(self.input_dropout(x))
         if known_labels is not None:

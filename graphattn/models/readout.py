@@ -22,6 +22,11 @@ class Readout(nn.Module):
         kinds: pooling names from ``("mean", "sum", "max", "attention")``; the output
             width is ``len(kinds) * C``. ``"attention"`` is a learned softmax gate over
             each graph's nodes (PyG's ``AttentionalAggregation``).
+
+    Shapes:
+        - input: x ``[N, C]``, batch ``[N]`` (graph of each node), num_graphs B (an int;
+          a graph without nodes gets a row of zeros)
+        - output: ``[B, len(kinds) * C]``, the poolings side by side in ``kinds`` order
     """
 
     def __init__(self, channels: int, kinds: tuple[str, ...] | list[str] = ("mean",)) -> None:

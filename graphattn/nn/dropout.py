@@ -20,7 +20,7 @@ class Dropout(nn.Dropout):
         inplace (bool): modify the input in place (uses ``torch.nn.Dropout``).
 
     Shapes:
-        - input: any shape
+        - input: ``x`` of any shape
         - output: same shape as the input
     """
 

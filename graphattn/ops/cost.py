@@ -93,7 +93,7 @@ def choose_kernel(
     heads: int,
     head_dim: int,
     edge_terms: bool,
-    device,
+    device: torch.device | str,
     num_nodes: int | None = None,
     numba: bool = False,
 ) -> str:

@@ -101,11 +101,20 @@ def segment_normalize(
 
     Only edges carry weights: a pair without an edge has no entry, so its weight is 0
     under every normaliser.
+
+    Args:
+        scores: ``[E, *]`` per-edge scores (``[E, H]``: one column per head).
+        index: ``[E]`` target node of each edge.
+        num_segments: N.
+        normalize: ``"softmax"``, ``"relu"`` or ``"sigmoid"``.
+
+    Returns:
+        ``[E, *]`` weights, the shape of ``scores``.
     """
     if normalize == "softmax":
         return segment_softmax(scores, index, num_segments)
     degree = segment_counts(index, num_segments).clamp(min=1).to(scores.dtype)
-    degree = degree[index].unsqueeze(-1)
+    degree = degree[index].view(-1, *([1] * (scores.dim() - 1)))  # broadcast over [E, *]
     if normalize == "relu":
         return torch.relu(scores) / degree
     if normalize == "sigmoid":

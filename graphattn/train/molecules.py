@@ -30,7 +30,7 @@ from torch_geometric.loader import DataLoader
 from tqdm.auto import tqdm
 
 from graphattn.bench.machine import usable_cores
-from graphattn.datasets.molecules import describe_row
+from graphattn.datasets.molecules import MoleculeDataset, describe_row
 from graphattn.errors import GraphInputError
 from graphattn.models.checks import check_architecture
 from graphattn.models.molecule import (
@@ -374,7 +374,7 @@ def _selection_metric(task: str, val_targets: torch.Tensor, num_val: int) -> str
 
 
 def train_molecule_model(
-    dataset,
+    dataset: MoleculeDataset,
     config: MoleculeTrainConfig | None = None,
     run_dir: str | Path | None = None,
     dataset_name: str = "custom",

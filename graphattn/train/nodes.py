@@ -8,6 +8,7 @@ on test) -> metrics on the test nodes.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import logging
 import time
@@ -18,6 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from sklearn.metrics import confusion_matrix
+from torch_geometric.data import Data
 from tqdm.auto import tqdm
 
 from graphattn.errors import GraphInputError
@@ -58,7 +60,7 @@ class NodeTrainConfig:
 
     Attributes:
         epochs: maximum epochs (full-graph steps).
-        lr: Adam learning rate.
+        lr: AdamW learning rate (constant: node training has no schedule).
         weight_decay: AdamW weight decay.
         patience: early-stopping patience on validation accuracy (ignored without
             validation nodes: then the fixed schedule runs to the end).
@@ -185,7 +187,7 @@ def _check_labels(data) -> torch.Tensor:
 
 
 def train_node_model(
-    data,
+    data: Data,
     masks: dict[str, torch.Tensor] | tuple[torch.Tensor, torch.Tensor, torch.Tensor],
     config: NodeTrainConfig | None = None,
     run_dir: str | Path | None = None,
@@ -204,8 +206,9 @@ def train_node_model(
             ``(train, val, test)`` tuple of :func:`~graphattn.splits.nodes.node_split_masks`.
         config: training settings.
         run_dir: folder for ``model.pt``, ``metrics.json``, ``history.json``,
-            ``predictions.csv``, ``confusion_matrix.png``, ``graph.png`` and, with a
-            validation set, ``learning_curve.png``.
+            ``predictions.csv``, ``confusion_matrix.png`` (with test nodes), ``graph.png``
+            (up to :data:`MAX_DRAWN_NODES` = 3,000 nodes) and, with a validation set,
+            ``learning_curve.png``.
         dataset_name: recorded in ``metrics.json``.
         progress: show a progress bar.
         split_name: how ``masks`` were made, recorded in ``metrics.json`` as ``split``
@@ -442,7 +445,7 @@ def _load_cli_data(args):
     return load_node_dataset(args.dataset, data_dir=args.data_dir), args.dataset
 
 
-def train_node_model_cli(args, config: NodeTrainConfig) -> dict:
+def train_node_model_cli(args: argparse.Namespace, config: NodeTrainConfig) -> dict:
     """``graphattn train`` for node sets: load, split, train, write ``args.out``."""
     from graphattn.splits.nodes import fixed_train_masks, node_split_masks
 

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = ["plot_confusion_matrix", "plot_graph", "plot_learning_curve"]
 
@@ -63,7 +67,7 @@ def plot_confusion_matrix(matrix: np.ndarray, labels: list[str], path: str | Pat
 
 
 def plot_graph(
-    graph, colours: list[int], labels: list[str], path: str | Path, title: str = ""
+    graph: nx.Graph, colours: list[int], labels: list[str], path: str | Path, title: str = ""
 ) -> Path:
     """Draw a networkx graph with nodes coloured by class index."""
     import networkx as nx
