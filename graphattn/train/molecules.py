@@ -172,7 +172,9 @@ class MoleculeTrainConfig:
             split and average their predictions (a :class:`MoleculeEnsemble`).
         workers: train up to this many ensemble members at once on the CPU, each in
             its own process with one torch thread. A member's result does not depend
-            on the number of workers: it is that of training alone with one thread.
+            on the number of workers: it is that of training alone with one thread
+            (``workers=1`` trains in this process with its torch threads: with more than
+            one, results can differ in the last digits).
             Small models gain little from a second torch thread (ESOL's: 0.96 s per
             epoch with two threads, about 1.0 s with one), so members trained side by
             side finish sooner (see :func:`default_workers`, which ``graphattn train``
