@@ -416,6 +416,36 @@ def test_an_interrupt_ends_the_members_processes_at_once(tmp_path):
     assert multiprocessing.active_children() == []
 
 
+def test_stopped_workers_leave_no_queued_member_to_wait_for(monkeypatch):
+    """More members than workers: one member waits in the pool's queue, its payload
+    half-written to a pipe no process reads once the workers are stopped. The pool's
+    thread must not wait for it (on Python 3.10, which leaves the pipe open, it waited
+    forever, and so did the exit after an interrupt or a member's error)."""
+    import multiprocessing
+    import time
+    from concurrent.futures import ProcessPoolExecutor
+
+    from graphattn.train.molecules import _stop_workers
+
+    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    payload = b"x" * (4 << 20)  # a member's job: far more than a pipe holds
+    futures = [pool.submit(time.sleep, 600), *(pool.submit(len, payload) for _ in range(2))]
+    deadline = time.monotonic() + 60
+    while not futures[1].running() and time.monotonic() < deadline:
+        time.sleep(0.05)  # until the second member is in the queue for the worker
+    manager, reader = pool._executor_manager_thread, pool._call_queue._reader
+    monkeypatch.setattr(reader, "close", lambda: None)  # as Python 3.10 leaves it open
+    try:
+        _stop_workers(pool)
+        manager.join(timeout=30)
+        assert not manager.is_alive(), "the pool's thread waits to send a queued member"
+    finally:
+        type(reader).close(reader)  # frees the queue's thread
+        manager.join(timeout=30)
+    assert all(f.done() for f in futures)
+    assert multiprocessing.active_children() == []
+
+
 PARENT_OF_WORKERS = """
 import sys
 from graphattn.datasets.molecules import MoleculeCSV

@@ -683,6 +683,11 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
     """End the pool's processes now: leaving the pool would wait for the members still
     training, all of their epochs."""
     processes = list((pool._processes or {}).values())  # terminate_workers from Python 3.14
+    if pool._call_queue is not None:
+        # a member still queued for a worker (more members than workers) would block the
+        # pool's thread, and on Python 3.10 the exit, waiting to send it to a process that
+        # is gone (Python 3.11 closes the queue's reader once its workers are terminated)
+        pool._call_queue.cancel_join_thread()
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         process.terminate()
