@@ -10,7 +10,7 @@ import argparse
 
 import torch
 
-from graphattn.datasets import load_molecule_dataset
+from graphattn.datasets import DatasetUnavailableError, load_molecule_dataset
 from graphattn.train import MoleculeTrainConfig, predict_molecules, train_molecule_model
 from graphattn.train.molecules import DATASET_DEFAULTS
 
@@ -23,7 +23,10 @@ args = parser.parse_args()
 if args.threads:
     torch.set_num_threads(args.threads)  # graphattn's Numba kernels follow it
 
-dataset = load_molecule_dataset("esol", data_dir=args.data_dir)
+try:
+    dataset = load_molecule_dataset("esol", data_dir=args.data_dir)
+except DatasetUnavailableError as err:  # offline: which file to put where
+    raise SystemExit(f"molecules_solubility.py: {err}") from None
 settings = dict(DATASET_DEFAULTS["esol"])  # ESOL's tuned readout, as the CLI uses
 if args.epochs is not None:
     settings["epochs"] = args.epochs

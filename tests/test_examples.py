@@ -1,4 +1,4 @@
-"""The examples run as documented (the ESOL one is covered by test_train_molecules)."""
+"""The examples run as documented (the ESOL training is covered by test_train_molecules)."""
 
 from __future__ import annotations
 
@@ -16,3 +16,17 @@ def test_example_runs(name, capsys, monkeypatch):
     runpy.run_path(str(EXAMPLES / name), run_name="__main__")
     out = capsys.readouterr().out
     assert "sparse == dense: True" in out or "members labelled correctly" in out
+
+
+def test_the_esol_example_says_which_file_is_missing(tmp_path, monkeypatch):
+    # offline without the data set: the message of graphattn train, not a traceback
+    monkeypatch.setenv("GRAPHATTN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr("urllib.request.urlopen", _offline)
+    name = "molecules_solubility.py"
+    monkeypatch.setattr("sys.argv", [name, "--data-dir", str(tmp_path / "nowhere")])
+    with pytest.raises(SystemExit, match=r"molecules_solubility\.py: .*delaney-processed\.csv"):
+        runpy.run_path(str(EXAMPLES / name), run_name="__main__")
+
+
+def _offline(*args, **kwargs):
+    raise OSError("no network in this test")

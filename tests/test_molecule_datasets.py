@@ -232,7 +232,9 @@ def test_a_gzipped_sdf_is_read_and_a_truncated_one_is_an_error(tmp_path: Path) -
     assert dataset.smiles == ["CCO", "CCN", "c1ccccc1"] and not dataset.skipped
     assert dataset.targets[:, 0].tolist() == [0.0, 1.0, 2.0]
     (tmp_path / "cut.sdf.gz").write_bytes(packed[: len(packed) // 2])
-    with pytest.raises(GraphInputError, match=r"cut\.sdf\.gz: cannot read record \d"):
+    with pytest.raises(
+        GraphInputError, match=r"cut\.sdf\.gz: cannot read record \d+ \(counted from 0\)"
+    ):
         MoleculeSDF(tmp_path / "cut.sdf.gz", target_cols="value", featurizer=PLAIN)
 
 

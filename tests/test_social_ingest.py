@@ -829,6 +829,9 @@ def test_networkx_attributes_beyond_float32_are_refused_by_node():
     G.add_edge("a", "b")
     with pytest.raises(GraphInputError, match=r"node 'a': attribute 'f' = 1e\+39 .*float32"):
         from_networkx(G, node_attrs=["f"])
+    G.nodes["a"]["f"] = 10**400  # beyond float64 too: an OverflowError traceback before
+    with pytest.raises(GraphInputError, match=r"node 'a': attribute 'f' = 1000.* not numeric"):
+        from_networkx(G, node_attrs=["f"])
 
 
 @pytest.mark.parametrize("label", [[1], {"kind": 1}, ([1],)], ids=["list", "dict", "tuple"])

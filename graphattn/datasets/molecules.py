@@ -418,7 +418,9 @@ def _sdf_records(
                         log = _captured(capture)
             except SystemError as err:  # the file failed under RDKit: a truncated .gz
                 cause = err.__cause__ or err
-                raise GraphInputError(f"{path}: cannot read record {row}: {cause}") from err
+                raise GraphInputError(
+                    f"{path}: cannot read record {row} (counted from 0): {cause}"
+                ) from err
             if mol is False:
                 return
             yield _sdf_record(row, mol, log, target_cols)

@@ -276,7 +276,7 @@ def _node_attribute_matrix(G: nx.Graph, node_ids: list, names: Sequence[str]) ->
                 raise GraphInputError(f"node {key!r} has no attribute {name!r}")
             try:
                 values = np.asarray(attrs[name], dtype=np.float64).reshape(-1)
-            except (TypeError, ValueError) as err:
+            except (TypeError, ValueError, OverflowError) as err:  # OverflowError: 10**400
                 raise GraphInputError(
                     f"node {key!r}: attribute {name!r} = {attrs[name]!r} is not numeric"
                 ) from err
