@@ -21,6 +21,7 @@ def test_example_runs(name, capsys, monkeypatch):
 def test_the_esol_example_says_which_file_is_missing(tmp_path, monkeypatch):
     # offline without the data set: the message of graphattn train, not a traceback
     monkeypatch.setenv("GRAPHATTN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("GRAPHATTN_DATA", raising=False)  # CI points it at ../shared
     monkeypatch.setattr("urllib.request.urlopen", _offline)
     name = "molecules_solubility.py"
     monkeypatch.setattr("sys.argv", [name, "--data-dir", str(tmp_path / "nowhere")])

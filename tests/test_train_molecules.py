@@ -406,10 +406,14 @@ def test_an_interrupt_ends_the_members_processes_at_once(tmp_path):
     interrupted = []
 
     def interrupt() -> None:  # a Ctrl-C that reaches this process only, not its workers
+        deadline = time.monotonic() + 120
+        while len(multiprocessing.active_children()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)  # the members are training (a loaded machine starts them slowly)
+        time.sleep(1)
         interrupted.append(time.perf_counter())
         _thread.interrupt_main()
 
-    threading.Timer(3, interrupt).start()
+    threading.Thread(target=interrupt, daemon=True).start()
     with pytest.raises(KeyboardInterrupt):
         train_molecule_model(dataset, config, progress=False)
     assert time.perf_counter() - interrupted[0] < 20

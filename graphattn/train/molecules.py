@@ -631,11 +631,13 @@ def _fit_members_in_processes(
     pool = ProcessPoolExecutor(
         workers, mp_context=context, initializer=_start_worker, initargs=(reports,)
     )
+    before = set(multiprocessing.active_children())
     with pool:
         try:
             results = _collect_members(pool, job, reports, label, progress)
         except BaseException:
-            _stop_workers(pool)
+            # an interrupt while a worker starts can come before the pool lists it
+            _stop_workers(pool, set(multiprocessing.active_children()) - before)
             raise
     fitted = []
     for state, history, best_epoch in results:
@@ -679,10 +681,11 @@ def _collect_members(pool, job: _MembersJob, reports, label: str, progress: bool
     return [_from_bytes(f.result()) for f in futures]
 
 
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """End the pool's processes now: leaving the pool would wait for the members still
-    training, all of their epochs."""
-    processes = list((pool._processes or {}).values())  # terminate_workers from Python 3.14
+def _stop_workers(pool: ProcessPoolExecutor, started: set = frozenset()) -> None:
+    """End the pool's processes, and those of ``started``, now: leaving the pool would
+    wait for the members still training, all of their epochs."""
+    processes = {*(pool._processes or {}).values(), *started}  # terminate_workers: 3.14
+    reaper = pool._executor_manager_thread  # the pool's thread, which shutdown forgets
     if pool._call_queue is not None:
         # a member still queued for a worker (more members than workers) would block the
         # pool's thread, and on Python 3.10 the exit, waiting to send it to a process that
@@ -691,8 +694,11 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         process.terminate()
-    for process in processes:
-        process.join()
+    # wait for them to end, and for the pool's thread, which reaps them: joining them here
+    # too would race it for os.waitpid, and the loser sees no exit code
+    multiprocessing.connection.wait([process.sentinel for process in processes])
+    if reaper is not None:
+        reaper.join(timeout=60)
 
 
 def _train_loader(train_items: list, config: MoleculeTrainConfig) -> DataLoader:
