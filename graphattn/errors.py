@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import operator
 from pathlib import Path
 
@@ -20,6 +21,11 @@ def check_count(name: str, value: object, least: int = 1) -> int:
     if count is None or count < least:
         raise GraphInputError(f"{name} must be an integer >= {least}, got {value!r}")
     return count
+
+
+def is_real(value: object) -> bool:
+    """Whether ``value`` is a real number (NumPy's included; ``bool`` is not one here)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def not_utf8_error(path: str | Path, err: UnicodeDecodeError) -> GraphInputError:

@@ -819,6 +819,13 @@ def test_dense_memory_budget_counts_what_a_call_allocates():
     assert edges.dense_bytes(sizes) > inference  # edge features: the explicit path
 
 
+def test_is_real_takes_python_and_numpy_numbers_but_not_bools_or_text():
+    from graphattn.errors import is_real
+
+    assert all(is_real(v) for v in (0, 0.5, np.float32(0.1), np.int64(2), float("nan")))
+    assert not any(is_real(v) for v in (True, np.bool_(False), "0.1", None, [0.1]))
+
+
 def test_check_count_takes_integers_of_at_least_its_bound():
     from graphattn.errors import check_count
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numbers
 
-from graphattn.errors import GraphInputError
+from graphattn.errors import GraphInputError, is_real
 
 __all__ = ["check_architecture", "check_attention_options"]
 
@@ -31,7 +31,7 @@ def check_architecture(hidden: int, layers: int, heads: int, **dropouts: float) 
     if layers < 0:
         raise GraphInputError(f"layers must be 0 or more, got {layers}")
     for name, rate in dropouts.items():
-        if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not 0 <= rate < 1:
+        if not is_real(rate) or not 0 <= rate < 1:
             raise GraphInputError(f"{name} must be at least 0 and below 1, got {rate}")
 
 

@@ -18,13 +18,12 @@ when ``edge_dim`` is set. Unconnected pairs get exactly zero weight.
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from graphattn.errors import GraphInputError, check_count
+from graphattn.errors import GraphInputError, check_count, is_real
 from graphattn.nn.edge_features import LinearEdgeEncoding
 from graphattn.ops.attention import SCORES, dense_attention, reference_edge_attention
 from graphattn.ops.cost import choose_kernel, choose_mode
@@ -153,9 +152,9 @@ class GraphSelfAttention(nn.Module):
                 f"got score={score!r}, normalize={normalize!r}, hop_bias={hop_bias!r}; use "
                 "kernel='auto' to fall back to the reference kernel"
             )
-        if not _is_real(dropout) or not 0 <= dropout < 1:
+        if not is_real(dropout) or not 0 <= dropout < 1:
             raise GraphInputError(f"dropout must be at least 0 and below 1, got {dropout!r}")
-        if not _is_real(max_dense_bytes) or max_dense_bytes < 0:
+        if not is_real(max_dense_bytes) or max_dense_bytes < 0:
             raise GraphInputError(f"max_dense_bytes must be a number >= 0, got {max_dense_bytes!r}")
         self.in_channels = in_channels
         self.out_channels = out_channels
@@ -523,10 +522,6 @@ class GraphSelfAttention(nn.Module):
             f"score={self.score!r}, normalize={self.normalize!r}, edge_dim={self.edge_dim}, "
             f"attend={self.attend!r}, hops={self.hops}"
         )
-
-
-def _is_real(value: object) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def _plain_softmax(score: str, normalize: str, hop_bias: bool) -> bool:

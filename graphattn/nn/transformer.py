@@ -13,11 +13,10 @@ tricks when layers are stacked).
 from __future__ import annotations
 
 import math
-import numbers
 
 from torch import Tensor, nn
 
-from graphattn.errors import GraphInputError
+from graphattn.errors import GraphInputError, is_real
 from graphattn.nn.attention import GraphSelfAttention, check_heads_divide
 from graphattn.nn.dropout import Dropout
 from graphattn.nn.edge_features import LinearEdgeEncoding
@@ -41,8 +40,7 @@ def make_norm(norm: str, channels: int) -> nn.Module:
 def ffn_width(channels: int, ratio: float) -> int:
     """The feed-forward hidden width ``round(ratio * channels)``; raise
     :class:`GraphInputError` unless ``ratio`` is a real number that makes it at least 1."""
-    real = isinstance(ratio, numbers.Real) and not isinstance(ratio, bool)
-    width = ratio * channels if real and math.isfinite(ratio) else 0
+    width = ratio * channels if is_real(ratio) and math.isfinite(ratio) else 0
     if round(width) < 1:
         raise GraphInputError(
             f"ffn_ratio must be a number > 0 that gives the feed-forward block at least one "
