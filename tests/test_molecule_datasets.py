@@ -81,7 +81,7 @@ def test_csv_records_skipped_rows_with_reasons(bad_dataset: MoleculeCSV) -> None
     assert sorted(skipped) == [1, 3, 4, 5]
     assert skipped[1].smiles == "C1CC" and UNCLOSED_RING in skipped[1].reason
     assert "logS" in skipped[3].reason and "'abc'" in skipped[3].reason
-    assert skipped[4].smiles == "" and "empty" in skipped[4].reason
+    assert skipped[4].smiles == "" and skipped[4].reason == "empty SMILES"  # not the message
     assert "fields" in skipped[5].reason
     assert len(bad_dataset) + len(bad_dataset.skipped) == bad_dataset.num_rows_read
 
@@ -93,6 +93,14 @@ def test_write_skipped(bad_dataset: MoleculeCSV, tmp_path: Path) -> None:
     assert list(rows[0]) == ["row", "smiles", "reason"]
     assert [int(r["row"]) for r in rows] == [s.row for s in bad_dataset.skipped]
     assert [r["reason"] for r in rows] == [s.reason for s in bad_dataset.skipped]
+    assert [r["smiles"] for r in rows] == ["C1CC", "CCN", "", "CCC"]
+
+
+def test_a_row_too_short_to_hold_the_smiles_is_skipped(tmp_path: Path) -> None:
+    data = MoleculeCSV(write(tmp_path, "name,smiles,y\nx\nethanol,CCO,1\n"), target_cols="y")
+    (short,) = data.skipped
+    assert (short.row, short.smiles, short.reason) == (0, "", "row has 1 fields, the header has 3")
+    assert data.rows == [1]
 
 
 def test_write_skipped_writes_header_when_nothing_skipped(tmp_path: Path) -> None:
@@ -105,7 +113,7 @@ def test_skipped_rows_are_logged(tmp_path: Path, caplog: pytest.LogCaptureFixtur
     with caplog.at_level(logging.WARNING, logger="graphattn.datasets.molecules"):
         MoleculeCSV(write(tmp_path, BAD_CSV), target_cols=["logS"], name="bad")
     assert any("skipped 4 of 7" in r.getMessage() for r in caplog.records)
-    assert any("counted from 0" in r.getMessage() for r in caplog.records)
+    assert any("(e.g. data row 1, counted from 0: " in r.getMessage() for r in caplog.records)
 
 
 def test_record_with_wrong_number_of_targets_names_the_row() -> None:
@@ -207,6 +215,7 @@ def test_an_sdf_record_rdkit_rejects_by_invariant_gets_a_short_reason(tmp_path: 
     assert skipped.row == 1 and "Element 'Xx' not found" in skipped.reason
     # not RDKit's source location and stack trace (10,000 characters of library paths)
     assert "Stacktrace" not in skipped.reason and len(skipped.reason) < 200
+    assert "*" not in skipped.reason  # nor the report's **** lines
 
 
 def test_a_broken_record_in_a_latin1_sdf_is_skipped_not_a_decode_error(tmp_path: Path) -> None:
@@ -217,6 +226,8 @@ def test_a_broken_record_in_a_latin1_sdf_is_skipped_not_a_decode_error(tmp_path:
     path.write_bytes((block + "\n".join(lines) + block).encode("latin-1"))
     dataset = MoleculeSDF(path, target_cols="value", featurizer=PLAIN)  # UnicodeDecodeError
     assert dataset.rows == [0, 2] and [s.row for s in dataset.skipped] == [1]
+    if CAPTURES_LOG:  # the Latin-1 byte RDKit quotes becomes U+FFFD, not dropped
+        assert "'  2\ufffd'" in dataset.skipped[0].reason
 
 
 def test_a_gzipped_sdf_is_read_and_a_truncated_one_is_an_error(tmp_path: Path) -> None:
@@ -236,6 +247,10 @@ def test_a_gzipped_sdf_is_read_and_a_truncated_one_is_an_error(tmp_path: Path) -
         GraphInputError, match=r"cut\.sdf\.gz: cannot read record \d+ \(counted from 0\)"
     ):
         MoleculeSDF(tmp_path / "cut.sdf.gz", target_cols="value", featurizer=PLAIN)
+    (tmp_path / "head.sdf.gz").write_bytes(packed[:10])  # the gzip header, no record at all
+    message = r"cannot read record 0 \(counted from 0\): Compressed file ended before the end"
+    with pytest.raises(GraphInputError, match=message):
+        MoleculeSDF(tmp_path / "head.sdf.gz", target_cols="value", featurizer=PLAIN)
 
 
 def test_sdf_targets_align_with_molecules() -> None:
@@ -311,6 +326,9 @@ def test_dataset_featurizer_is_the_loaders_default_with_overrides():
     assert dataset_featurizer("freesolv").contributions is False
     with pytest.raises(KeyError, match="unknown molecule data set"):
         dataset_featurizer("tox21")
+    # one model name as a string is refused, not split into letters
+    with pytest.raises(GraphInputError, match="xtb must be a list or tuple, got the string"):
+        dataset_featurizer("esol", xtb="gfn2")
 
 
 def test_a_csv_that_is_not_utf8_is_an_error_naming_file_and_line(tmp_path: Path) -> None:
@@ -327,7 +345,14 @@ def test_rows_are_named_one_way_in_every_message():
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("1.5", 1.5), ("-2e3", -2000.0), (".5", 0.5), ("+3.", 3.0), (" 4 ", 4.0)],
+    [
+        ("1.5", 1.5),
+        ("-2e3", -2000.0),
+        (".5", 0.5),
+        ("+3.", 3.0),
+        (" 4 ", 4.0),
+        ("3.4028234663852886e38", 3.4028234663852886e38),  # float32's largest is finite
+    ],
 )
 def test_parse_target_reads_decimal_numbers(text, expected) -> None:
     assert parse_target(text, "y") == expected
@@ -392,6 +417,10 @@ def test_whitespace_only_lines_are_blank_lines_not_rows(tmp_path) -> None:
 def test_a_field_over_the_csv_limit_names_file_and_line(tmp_path) -> None:
     path = write(tmp_path, 'smiles,y,note\nCCO,1,x\nCC,2,"' + "a" * 200_000 + '"\n')
     with pytest.raises(GraphInputError, match=r"line 3: not valid CSV \(field larger than"):
+        MoleculeCSV(path, target_cols=["y"])
+    # in a quoted field that spans lines: the line where the limit is passed, not line 3
+    path = write(tmp_path, 'smiles,y,note\nCCO,1,x\nCC,2,"a\n' + "a" * 200_000 + '"\n')
+    with pytest.raises(GraphInputError, match=r"line 4: not valid CSV \(field larger than"):
         MoleculeCSV(path, target_cols=["y"])
 
 

@@ -143,6 +143,15 @@ def test_edge_list_formats_agree(tmp_path, text):
     assert report.num_input_edges == 2
 
 
+def test_a_lone_carriage_return_ends_a_line(tmp_path):
+    # old Mac line ends, alone or mixed with \r\n and \n: every one ends a line
+    edge_index, node_ids, report = read_edge_list(write(tmp_path, "e.csv", "0,1\r1,2\r"))
+    assert node_ids == ["0", "1", "2"] and report.num_input_edges == 2
+    labels = write(tmp_path, "l.txt", "0 a\r\n1 b\r2 c\r1 d\n")
+    with pytest.raises(GraphInputError, match=r"node '1': 'b' \(line 2\) and 'd' \(line 4\)"):
+        read_labels(labels)
+
+
 def test_integer_ids_map_in_integer_order(tmp_path):
     _, node_ids, _ = read_edge_list(write(tmp_path, "e.csv", "10,9\n2,10\n"))
     assert node_ids == ["2", "9", "10"]
@@ -237,6 +246,9 @@ def test_a_label_column_in_the_feature_file_is_not_a_feature(tmp_path, caplog):
     assert "the label column 'label' is left out of the features" in caplog.text
     by_position = load_node_graph(edges, labels=nodes, features=nodes, label_col=-1)
     assert by_position.x_blocks == {"features": (0, 2)}  # -1 is the label column too
+    (tmp_path / "sub").mkdir()  # the same file under another spelling of its path
+    respelled = load_node_graph(edges, labels=nodes, features=tmp_path / "sub" / ".." / "n.csv")
+    assert respelled.x_blocks == {"features": (0, 2)}
     # named feature columns are read as named; another feature file keeps every column
     chosen = load_node_graph(edges, labels=nodes, features=nodes, feature_cols=["f1", "label"])
     assert chosen.x[:, 1].tolist() == [2.0, 0.0, 1.0, 2.0]
@@ -679,6 +691,10 @@ def test_a_field_over_the_csv_limit_names_the_line(tmp_path):
     path = write(tmp_path, "t.csv", 'id,name,kind\n0,a,x\n1,"' + "b" * 200_000 + '",y\n')
     with pytest.raises(GraphInputError, match=r"t.csv, line 3: not valid CSV \(field larger"):
         read_labels(path, id_col="id", label_col="kind")
+    # in a quoted field that spans lines: the line where the limit is passed
+    path = write(tmp_path, "m.csv", 'id,name,kind\n0,a,x\n1,"b\n' + "b" * 200_000 + '",y\n')
+    with pytest.raises(GraphInputError, match=r"m.csv, line 4: not valid CSV \(field larger"):
+        read_labels(path, id_col="id", label_col="kind")
 
 
 def test_labels_whose_ids_match_no_edge_list_node_are_an_error(tmp_path):
@@ -692,6 +708,10 @@ def test_labels_whose_ids_match_no_edge_list_node_are_an_error(tmp_path):
         load_node_graph(edges, labels={100.0: "a", 101.0: "b"})
     partial = write(tmp_path, "p.csv", "100,a\n7,b\n")  # one id in the edge list is enough
     assert load_node_graph(edges, labels=partial).y.tolist() == [1, 0, -1, -1]  # 7 first
+    # an edge list without edges cannot write the ids differently: isolated nodes
+    no_edges = write(tmp_path, "none.csv", "# no edges yet\n")
+    isolated = load_node_graph(no_edges, labels=labels)
+    assert isolated.node_ids == ["100.0", "101.0", "102.0"] and isolated.y.tolist() == [0, 1, 0]
 
 
 def test_to_networkx_takes_class_scores():
@@ -829,6 +849,8 @@ def test_networkx_attributes_beyond_float32_are_refused_by_node():
     G.add_edge("a", "b")
     with pytest.raises(GraphInputError, match=r"node 'a': attribute 'f' = 1e\+39 .*float32"):
         from_networkx(G, node_attrs=["f"])
+    G.nodes["a"]["f"] = largest = float(np.finfo(np.float32).max)  # the largest is finite
+    assert from_networkx(G, node_attrs=["f"]).x[:, 0].tolist() == [largest, 1.0]
     G.nodes["a"]["f"] = 10**400  # beyond float64 too: an OverflowError traceback before
     with pytest.raises(GraphInputError, match=r"node 'a': attribute 'f' = 1000.* not numeric"):
         from_networkx(G, node_attrs=["f"])

@@ -82,6 +82,8 @@ def test_random_split_deterministic_per_seed() -> None:
 def test_split_sizes_distribute_the_remainder() -> None:
     assert sum(split_sizes(7, (0.5, 0.25, 0.25))) == 7
     assert split_sizes(10, (0.8, 0.1, 0.1)) == (8, 1, 1)
+    assert split_sizes(5, (0.8, 0.1, 0.1)) == (4, 1, 0)  # a tie: the earlier part first
+    assert split_sizes(2, (1 / 3, 1 / 3, 1 / 3)) == (1, 1, 0)
     assert split_sizes(0) == (0, 0, 0)
     # fractions a hair off 1 (within the 1e-6 accepted) still give sizes that add up to
     # n: the floors overshot n by 3 here, and the remainder step added instead of removing
