@@ -93,9 +93,9 @@ def _open_rows(path: Path, delimiter: str | None) -> tuple[list[tuple[int, list[
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as err:
         raise not_utf8_error(path, err) from err
-    # Lines end at \n, \r\n or \r only: str.splitlines() also breaks at U+2028, form
-    # feeds and other characters that scraped page names hold.
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    # Lines end at \n, \r\n or \r only (read_text's universal newlines turn each into
+    # \n): str.splitlines() also breaks at U+2028, form feeds and other characters that
+    # scraped page names hold.
     lines = text.removesuffix("\n").split("\n")
     if delimiter is None:
         delimiter = _sniff_delimiter(lines)
