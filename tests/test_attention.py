@@ -703,8 +703,13 @@ def test_a_graph_without_pairs_still_backpropagates_to_every_projection(kernel):
             lambda: GraphSelfAttention(8, 8, max_dense_bytes="1GB"),
             r"max_dense_bytes must be a number >= 0, got '1GB'",
         ),
+        (
+            lambda: GraphSelfAttention(8, 8, max_dense_bytes=-1),
+            r"max_dense_bytes must be a number >= 0, got -1",
+        ),
         (lambda: GraphSelfAttention(8, 8, hops=True), r"hops must be an integer >= 1, got True"),
-        (lambda: GraphTransformerLayer(8, 3), r"channels \(8\) must be a multiple of heads \(3\)"),
+        # the layer's own argument, not its attention's out_channels
+        (lambda: GraphTransformerLayer(8, 3), r"^channels \(8\) must be a multiple of heads \(3\)"),
         (lambda: GraphTransformerLayer(8, 0), r"heads must be an integer >= 1, got 0"),
     ],
 )
@@ -834,3 +839,65 @@ def test_check_count_takes_integers_of_at_least_its_bound():
     for bad in (0, -1, 2.0, True, "3", None):
         with pytest.raises(GraphInputError, match=f"k must be an integer >= 1, got {bad!r}"):
             check_count("k", bad)
+
+
+def test_dense_memory_bytes_counts_the_documented_tensors():
+    from graphattn.ops.dense import dense_memory_bytes
+
+    # B = 2 graphs of L = 3, H = 4 heads of D = 5, float32: the mask, [B, H, L, L] scores
+    # and [B, H, L, L, D] per-pair vectors
+    mask, scores, vectors = 2 * 3 * 3, 2 * 4 * 3 * 3 * 4, 2 * 4 * 3 * 3 * 5 * 4
+
+    def count(**options):
+        return dense_memory_bytes(2, 3, 4, 5, **options)
+
+    for forward_only in ({}, {"explicit": True}, {"backward": True}):
+        assert count(**forward_only) == mask + 3 * scores
+        assert count(edge_features=True, **forward_only) == mask + 3 * scores + 2 * vectors
+        assert count(additive=True, **forward_only) == mask + 3 * scores + 2 * vectors
+    step = {"explicit": True, "backward": True}  # gradients of the explicit path too
+    assert count(**step) == mask + 6 * scores
+    assert count(edge_features=True, **step) == mask + 6 * scores + 4 * vectors
+    assert count(additive=True, **step) == mask + 6 * scores + 3 * vectors
+    assert count(edge_features=True, additive=True, **step) == mask + 6 * scores + 7 * vectors
+    assert count(element_size=2) == mask + 3 * scores // 2
+
+
+def test_a_dense_layout_checks_each_edge_set_for_edges_between_graphs():
+    from graphattn.ops.dense import dense_layout
+
+    layout = dense_layout(4, torch.tensor([0, 0, 1, 1]), torch.device("cpu"))
+    inside = prepare_edges(torch.tensor([[0, 2], [1, 3]]), 4, cache=False)
+    across = prepare_edges(torch.tensor([[0, 1], [1, 2]]), 4, cache=False)
+    assert layout.crossing_edge(inside) is None
+    assert layout.crossing_edge(across) == 3  # 1 -> 2, after 0 -> 0, 0 -> 1 and 1 -> 1
+    with pytest.raises(GraphInputError, match="source 1 -> target 2 connects graphs 0 and 1"):
+        layout.edge_mask(across)
+    assert layout.crossing_edge(inside) is None
+    assert int(layout.edge_mask(inside).sum()) == 6  # 2 edges and 4 self-loops
+
+
+def test_dot_scores_take_any_scale():
+    from graphattn.ops.attention import edge_scores
+
+    q, k, v = torch.randn(4, 2, 3), torch.randn(4, 2, 3), torch.randn(4, 2, 3)
+    for scale in (0.5, 1.0, 2.0, 3.0):
+        torch.testing.assert_close(edge_scores(q, k, scale), (q * k).sum(-1) * scale)
+    edges = prepare_edges(torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]]), 4, cache=False)
+    for scale in (0.5, 2.0):  # scale s on q . k is scale 1 on s q
+        got = reference_edge_attention(q, k, v, edges, scale=scale)
+        want = reference_edge_attention(scale * q, k, v, edges, scale=1.0)
+        for a, b in zip(got, want, strict=True):
+            torch.testing.assert_close(a, b)
+
+
+def test_a_forced_kernel_is_refused_with_attention_dropout_in_training_only():
+    x, edge_index = torch.randn(4, 8), torch.tensor([[0, 1, 2], [1, 2, 3]])
+    kernels = ["fused", "gather"] + (["numba"] if numba_available() else [])
+    for kernel in kernels:
+        layer = make_layer(kernel=kernel, dropout=0.1)
+        with pytest.raises(
+            GraphInputError, match=rf"kernel='{kernel}' supports .*no attention dropout in training"
+        ):
+            layer(x, edge_index)  # the kernel would have left the weights undropped
+        assert layer.eval()(x, edge_index).shape == (4, 16)

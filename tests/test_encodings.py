@@ -204,6 +204,14 @@ def test_sizes_may_be_numpy_integers() -> None:
     for make in (AddLaplacianPE, AddRandomWalkPE, AddSinusoidalPE):
         with pytest.raises(GraphInputError, match=r"must be an integer >= 1, got 2.0"):
             make(2.0)
+    for encode in (
+        lambda k: random_walk_pe(TRIANGLE, 3, k),
+        lambda k: laplacian_pe(TRIANGLE, 3, k),
+        lambda k: sinusoidal_encoding(torch.tensor([0, 1]), k),
+    ):
+        for bad in (0, 2.0):
+            with pytest.raises(GraphInputError, match=rf"must be an integer >= 1, got {bad!r}"):
+                encode(bad)
 
 
 # --------------------------------------------------------------------------- random-walk PE

@@ -110,6 +110,8 @@ def test_khop_rejects_bad_input() -> None:
         khop_edges(edge_index[0], 3, 1)
     with pytest.raises(GraphInputError):  # edge 1 -> 2 joins graphs 0 and 1
         khop_edges(edge_index, 3, 1, batch=torch.tensor([0, 0, 1]))
+    with pytest.raises(GraphInputError, match="batch must hold graph ids >= 0"):
+        khop_edges(edge_index, 3, 1, batch=torch.tensor([-1, -1, -1]))
 
 
 def test_khop_and_global_take_numpy_integers() -> None:
@@ -171,3 +173,6 @@ def test_global_edges_rejects_bad_batch() -> None:
         global_edges(3, torch.tensor([0, 1]))
     with pytest.raises(GraphInputError):
         global_edges(2, torch.tensor([0.0, 1.0]))
+    for batch in (torch.tensor([-1, 0]), torch.tensor([-1, -1])):
+        with pytest.raises(GraphInputError, match="batch must hold graph ids >= 0"):
+            global_edges(2, batch)

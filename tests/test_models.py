@@ -89,7 +89,19 @@ def test_known_labels_are_refused_where_they_would_be_ignored_or_out_of_range():
     with_labels = NodeClassifier(NodeModelConfig(5, 3, hidden=8, heads=2, label_inputs=True))
     with pytest.raises(GraphInputError, match=r"class indices 0..2 or -1 .unknown., got values"):
         with_labels(x, edge_index, known_labels=torch.full((6,), 3))
+    with pytest.raises(GraphInputError, match=r"or -1 .unknown., got values from -2 to 0"):
+        with_labels(x, edge_index, known_labels=torch.tensor([0, -1, -2, 0, -1, 0]))
     assert with_labels(x, edge_index, known_labels=torch.full((6,), -1)).shape == (6, 3)
+
+
+def test_known_labels_enter_the_model_one_hot_with_zeros_where_unknown():
+    x, edge_index = torch.randn(4, 5), torch.tensor([[0, 1, 2], [1, 2, 3]])
+    model = NodeClassifier(NodeModelConfig(5, 3, hidden=8, heads=2, label_inputs=True)).eval()
+    seen = []
+    model.label_encoder.register_forward_hook(lambda _, args, out: seen.append(args[0]))
+    model(x, edge_index, known_labels=torch.tensor([2, -1, 0, -1]))
+    expected = [[0.0, 0.0, 1.0], [0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+    assert seen[0].tolist() == expected
 
 
 @pytest.mark.parametrize(
@@ -139,6 +151,27 @@ def test_known_labels_that_are_not_integer_class_indices_are_named(dtype):
     with pytest.raises(GraphInputError, match=rf"int64 \(or int32\) .* got {dtype}"):
         model(x, edge_index, known_labels=labels)  # was an IndexError from the indexing
     assert model(x, edge_index, known_labels=labels.long().int()).shape == (4, 3)
+
+
+def test_model_config_sizes_become_python_ints_and_rates_must_be_numbers():
+    import json
+
+    import numpy as np
+
+    config = MoleculeModelConfig(
+        np.int64(10), np.int64(7), num_tasks=np.int32(2), mol_dim=np.int64(3)
+    )
+    sizes = (config.atom_dim, config.bond_dim, config.num_tasks, config.mol_dim)
+    assert sizes == (10, 7, 2, 3) and all(type(size) is int for size in sizes)
+    json.dumps(config.to_dict())  # NumPy integers are not JSON
+    with pytest.raises(GraphInputError, match="dropout must be at least 0 and below 1, got 0.1"):
+        small_config(dropout="0.1")  # was a TypeError from the comparison
+    with pytest.raises(GraphInputError, match="input_dropout must be at least 0 and below 1"):
+        NodeModelConfig(5, 3, input_dropout=None)
+    # pe_dim is read only with a positional encoding
+    assert small_config(pe_dim=0).pe_dim == 0
+    with pytest.raises(GraphInputError, match="pe_dim must be an integer >= 1, got 0"):
+        small_config(pe="rw", pe_dim=0)
 
 
 @pytest.mark.parametrize("ratio", [-1, 0, 0.01, "2", float("nan")])
