@@ -761,3 +761,29 @@ def test_a_multi_line_reason_stays_on_its_line_of_bench_md(bench_json: dict) -> 
     assert "training_step_over_pyg_time | – (not measured: graphattn skipped, pyg skipped)" in text
     items = [line for line in text.splitlines() if line.startswith("- `training/")]
     assert len(items) == 2 and all("Looked for: /x/y.csv" in line for line in items)
+
+
+def test_a_multi_line_failure_stays_on_its_line_in_every_section(bench_json: dict) -> None:
+    # a failed case's reason also reaches a target's note, the notes under the auto
+    # tables and the paired phase's list: each on one line, as among the skipped cases
+    import copy
+
+    from graphattn.bench.analysis import derive
+    from graphattn.bench.report import markdown_report
+
+    result = copy.deepcopy(bench_json)
+    reason = "out of memory.\nTried to allocate:\n  2 GiB"
+    flat = "out of memory. Tried to allocate: 2 GiB"
+    (auto,) = [c for c in result["cases"] if c.get("impl") == "auto"][:1]
+    for case in result["cases"]:
+        if case is auto or (case["suite"] == "training" and case["impl"] == "graphattn"):
+            case.update(status="failed", reason=reason)
+    paired = result["paired"][0]
+    paired.update(status="failed", reason=reason)
+    result["derived"] = derive(result["cases"], 0.25, result.get("paired"))
+    lines = markdown_report(result).splitlines()
+    assert not [line for line in lines if line.startswith(("Tried", "  2 GiB"))]
+    assert any(line.startswith("| training_step_over_pyg_time") and flat in line for line in lines)
+    assert any(line.startswith(f"- `{auto['group']}`: ") and flat in line for line in lines)
+    item = f"- `{paired['group']}` {paired['impl']} (failed): {flat}"
+    assert item in lines

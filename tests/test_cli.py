@@ -141,6 +141,14 @@ def test_an_out_path_that_is_a_file_is_refused_before_the_data_is_read(tmp_path,
         ),
         (["--edges", "e.txt"], "--edges needs --labels, a file of node labels"),
         (["--csv", "m.csv"], "--csv needs at least one --target-col"),
+        (
+            ["--edges", "e.txt", "--labels", "l.txt", "--ensemble", "2"],
+            "--ensemble applies to molecule training only",
+        ),
+        (
+            ["--csv", "m.csv", "--target-col", "y", "--labels-per-class", "3"],
+            "--labels-per-class applies to node training only",
+        ),
     ],
     ids=lambda value: " ".join(value) if isinstance(value, list) else None,
 )
@@ -240,6 +248,23 @@ def test_molecule_settings_are_checked_before_the_data_is_read(tmp_path, capsys,
     assert main([*args, "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
     assert re.search(message, err) and "delaney" not in err
+
+
+@pytest.mark.parametrize("dataset", ["esol", "facebook-pages"])
+def test_a_device_this_machine_lacks_is_refused_before_the_data_is_read(
+    tmp_path, capsys, monkeypatch, dataset
+):
+    import graphattn.datasets.molecules as molecules
+    import graphattn.train.nodes as nodes
+
+    def read_data(*args, **kwargs):
+        raise AssertionError("the data was read before the device was checked")
+
+    monkeypatch.setattr(molecules, "load_molecule_dataset", read_data)
+    monkeypatch.setattr(nodes, "train_node_model_cli", read_data)
+    args = ["train", "--dataset", dataset, "--device", "cuda:99"]
+    assert main([*args, "--out", str(tmp_path / "r")]) == 2
+    assert "device 'cuda:99' asked for, but" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("file_name", ["freesolv", "esol", "nci-tpsa"])

@@ -262,10 +262,11 @@ def test_output_paths_that_cannot_be_written_fail_before_any_work(two_target_run
         assert code == 2
         assert f"cannot be created: {a_file} is a file" in capsys.readouterr().err
     for command in ("predict", "evaluate"):  # and an output file inside a file
-        code = main([command, "--model", str(missing_model), "--csv", str(source),
-                     "--out", str(a_file / "sub" / "out.csv")])  # fmt: skip
-        assert code == 2
-        assert f"cannot be written: {a_file} is a file" in capsys.readouterr().err
+        for out in (a_file / "out.csv", a_file / "sub" / "out.csv"):
+            code = main([command, "--model", str(missing_model), "--csv", str(source),
+                         "--out", str(out)])  # fmt: skip
+            assert code == 2
+            assert f"cannot be written: {a_file} is a file" in capsys.readouterr().err
     assert main(["bench", "--quick", "--no-progress", "--out", str(a_file)]) == 2
     assert "File exists" in capsys.readouterr().err  # an OSError is a message, not a traceback
     assert a_file.read_text() == "keep me"
@@ -460,8 +461,9 @@ def test_an_output_file_that_is_an_input_is_refused_before_any_work(
     source = tmp_path / "labelled.csv"
     source.write_text("smiles,y,z\nCCO,1,10\nCCCO,2,20\n")
     args = ["evaluate", "--model", str(run), "--csv", str(source), "--no-progress"]
-    assert main([*args, "--out", str(tmp_path / "." / "labelled.csv")]) == 2
-    assert "is the --csv file; name another file to write" in capsys.readouterr().err
+    for spelling in (source, tmp_path / "run" / ".." / "labelled.csv"):  # the same file
+        assert main([*args, "--out", str(spelling)]) == 2
+        assert "is the --csv file; name another file to write" in capsys.readouterr().err
     assert source.read_text() == "smiles,y,z\nCCO,1,10\nCCCO,2,20\n"  # not the metrics JSON
     for command in ("predict", "evaluate"):
         for model in (run, run / "model.pt"):
@@ -471,10 +473,11 @@ def test_an_output_file_that_is_an_input_is_refused_before_any_work(
     assert (run / "model.pt").read_bytes() == checkpoint
     for command, name in (("evaluate", "metrics.json"), ("predict", "predictions.csv")):
         kept = (run / name).read_bytes()
-        args = [command, "--model", str(run), "--csv", str(source), "--no-progress"]
-        assert main([*args, "--out", str(run / name)]) == 2
-        assert f"is the run's {name}; name another file to write" in capsys.readouterr().err
-        assert (run / name).read_bytes() == kept
+        for model in (run, run / "model.pt"):  # the run's files, whichever --model names
+            args = [command, "--model", str(model), "--csv", str(source), "--no-progress"]
+            assert main([*args, "--out", str(run / name)]) == 2
+            assert f"is the run's {name}; name another file to write" in capsys.readouterr().err
+            assert (run / name).read_bytes() == kept
     out = tmp_path / "in_place.csv"  # predict may still write over its input CSV
     shutil.copy(source, out)
     assert main(["predict", "--model", str(run), "--csv", str(out), "--out", str(out)]) == 0

@@ -129,6 +129,7 @@ def test_node_seeds_beyond_64_bits():
     from graphattn.train.loop import torch_seed
 
     assert torch_seed(2**64 + 5) == 5 and torch_seed(7) == 7
+    assert torch_seed(2**64) == 0 and torch_seed(2**64 - 1) == 2**64 - 1  # the edge
     y = torch.tensor([0, 1] * 10)
     masks = node_split_masks(y, (0.5, 0.25, 0.25), seed=2**64 + 5)
     for got, want in zip(masks, node_split_masks(y, (0.5, 0.25, 0.25), seed=5), strict=True):

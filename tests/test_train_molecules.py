@@ -450,6 +450,110 @@ def test_stopped_workers_leave_no_queued_member_to_wait_for(monkeypatch):
     assert multiprocessing.active_children() == []
 
 
+def test_a_members_error_is_raised_while_the_others_still_train():
+    # the error must not wait for the other members' epochs (a minute each, or hours)
+    import threading
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    from graphattn.train.molecules import _collect_members
+
+    futures = [Future(), Future()]
+    futures[0].set_exception(ValueError("member 0 failed"))
+
+    class Pool:  # member 1 trains on: its future completes only when the test says so
+        def submit(self, fn, payload, member):
+            return futures[member]
+
+    class NoReports:
+        def empty(self) -> bool:
+            return True
+
+    job = SimpleNamespace(config=SimpleNamespace(ensemble=2, epochs=5), metric="rmse")
+    raised = []
+
+    def collect() -> None:
+        try:
+            _collect_members(Pool(), job, NoReports(), "", False)
+        except ValueError as err:
+            raised.append(err)
+
+    thread = threading.Thread(target=collect, daemon=True)
+    thread.start()
+    thread.join(timeout=10)
+    finished_alone = not thread.is_alive()
+    futures[1].set_result(None)  # ends a collector that waited for every member
+    thread.join(timeout=10)
+    assert finished_alone, "the error waited for the member still training"
+    assert [str(err) for err in raised] == ["member 0 failed"]
+
+
+def test_an_error_before_any_worker_starts_is_raised_not_waited_on(monkeypatch):
+    # an error (or Ctrl-C) while the job is serialised, before the pool starts a process:
+    # stopping the workers waited on no process at all, which never returns
+    import threading
+
+    import graphattn.train.molecules as molecules
+
+    def unserialisable(job):
+        raise MemoryError("the job does not fit")
+
+    monkeypatch.setattr(molecules, "_to_bytes", unserialisable)
+    raised = []
+
+    def fit() -> None:
+        try:
+            molecules._fit_members_in_processes(None, 2, "", False)
+        except MemoryError as err:
+            raised.append(err)
+
+    thread = threading.Thread(target=fit, daemon=True)
+    thread.start()
+    thread.join(timeout=30)
+    assert not thread.is_alive(), "the error waited forever for workers that never started"
+    assert [str(err) for err in raised] == ["the job does not fit"]
+
+
+def test_an_interrupt_stops_a_worker_the_pool_has_not_listed_yet(monkeypatch):
+    import multiprocessing
+    import time
+
+    import graphattn.train.molecules as molecules
+
+    started = []
+
+    def interrupted_while_starting(pool, job, reports, label, progress):
+        process = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(600,))
+        process.start()  # a worker started, not yet in the pool's list of its processes
+        started.append(process)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(molecules, "_collect_members", interrupted_while_starting)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            molecules._fit_members_in_processes(None, 2, "", False)
+        started[0].join(timeout=30)  # ended (the sentinel can come just before its exit)
+        assert started[0].exitcode is not None, "the unlisted worker runs on"
+    finally:
+        for process in started:
+            process.kill()
+            process.join()
+
+
+def test_a_single_model_trains_in_this_process_whatever_the_workers(tmp_path, monkeypatch):
+    # workers is ignored for a single model: no process (10 s to start) for one member
+    import graphattn.train.molecules as molecules
+
+    def no_processes(*args, **kwargs):
+        raise AssertionError("a single model was sent to a worker process")
+
+    monkeypatch.setattr(molecules, "_fit_members_in_processes", no_processes)
+    dataset = MoleculeCSV(write_alcohols(tmp_path / "m.csv"), target_cols=["y"])
+    config = MoleculeTrainConfig(epochs=1, workers=4, model={"hidden": 16, "layers": 1})
+    metrics = train_molecule_model(dataset, config, progress=False)
+    assert metrics["ensemble_size"] == 1 and metrics["config"]["workers"] == 4
+
+
 PARENT_OF_WORKERS = """
 import sys
 from graphattn.datasets.molecules import MoleculeCSV
@@ -702,6 +806,23 @@ def test_a_learning_curve_of_one_epoch_draws_its_points(tmp_path, monkeypatch):
     assert len(points) == 4  # train loss and validation RMSE of each member
     # a line through a single point is invisible: each needs a marker (the PNG was empty)
     assert all(line.get_marker() not in (None, "None", "", " ") for line in points)
+    monkeypatch.undo()
+    plots.plt.close(figure)
+
+
+def test_the_learning_curve_marks_the_kept_epoch(tmp_path, monkeypatch):
+    from graphattn.train import plots
+
+    figures = []
+    monkeypatch.setattr(plots.plt, "close", figures.append)
+    history = [  # better at epochs 1 and 3: the model kept is that of epoch 3
+        {"epoch": e, "train_loss": 1.0 / e, "val_rmse": v, "best": b}
+        for e, v, b in ((1, 1.0, True), (2, 1.1, False), (3, 0.9, True), (4, 0.95, False))
+    ]
+    plots.plot_learning_curve(history, "rmse", tmp_path / "learning_curve.png")
+    (figure,) = figures
+    marks = [line for ax in figure.axes for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert [list(line.get_xdata()) for line in marks] == [[3, 3]]
     monkeypatch.undo()
     plots.plt.close(figure)
 

@@ -387,6 +387,30 @@ def test_training_nodes_are_scored_without_their_own_label():
             assert not torch.equal(model(data.x, data.edge_index, flipped)[node], full[node])
 
 
+def test_training_nodes_are_scored_in_at_most_ten_folds():
+    # a small label_mask_rate would mean one pass per 1 / rate nodes: capped at 10 folds
+    from graphattn.models.node import NodeClassifier, NodeModelConfig
+    from graphattn.train.nodes import MAX_SCORING_FOLDS, final_logits
+
+    data = load_node_dataset("karate")
+    train, _, _ = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    torch.manual_seed(0)
+    config = NodeModelConfig(data.x.size(1), 2, hidden=8, heads=2, label_inputs=True)
+    model = NodeClassifier(config).eval()
+    known = torch.where(train, data.y, torch.full_like(data.y, -1))
+    hidden_per_pass = []
+    forward = model.forward
+
+    def counting(x, edge_index, inputs):
+        hidden_per_pass.append(int((train & (inputs == -1)).sum()))
+        return forward(x, edge_index, inputs)
+
+    model.forward = counting
+    final_logits(model, data.x, data.edge_index, known, train, 0.01)
+    assert MAX_SCORING_FOLDS == 10 and len(hidden_per_pass) == 1 + 10
+    assert hidden_per_pass[0] == 0 and sum(hidden_per_pass[1:]) == int(train.sum())
+
+
 def test_history_and_metrics_score_the_validation_nodes_of_the_kept_epoch(monkeypatch, tmp_path):
     data, (train, val, test), calls, _, metrics, history = spied_karate_run(
         monkeypatch, tmp_path, epochs=40, patience=40

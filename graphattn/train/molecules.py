@@ -695,8 +695,11 @@ def _stop_workers(pool: ProcessPoolExecutor, started: set = frozenset()) -> None
     for process in processes:
         process.terminate()
     # wait for them to end, and for the pool's thread, which reaps them: joining them here
-    # too would race it for os.waitpid, and the loser sees no exit code
-    multiprocessing.connection.wait([process.sentinel for process in processes])
+    # too would race it for os.waitpid, and the loser sees no exit code. Without any (an
+    # error or interrupt before the first worker started) there is nothing to wait for:
+    # waiting on no sentinels at all would never return.
+    if processes:
+        multiprocessing.connection.wait([process.sentinel for process in processes])
     if reaper is not None:
         reaper.join(timeout=60)
 
