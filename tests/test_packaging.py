@@ -98,3 +98,10 @@ def test_the_sdist_holds_the_test_suite_and_what_it_reads(tmp_path):
     ]
     missing = [name for name in needed if name not in names]
     assert not missing, f"the sdist leaves out {len(missing)} files, e.g. {missing[:5]}"
+
+
+def test_each_test_has_a_time_limit(pytestconfig):
+    """pytest-timeout (a dev dependency) fails a hung test, a worker process waited on
+    forever say, instead of stalling the whole run."""
+    assert pytestconfig.pluginmanager.hasplugin("timeout")
+    assert float(pytestconfig.getini("timeout")) == 600
