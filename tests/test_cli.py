@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from dataclasses import fields
 
@@ -293,3 +294,14 @@ def test_a_csv_named_like_a_data_set_gets_the_generic_settings(tmp_path, monkeyp
         generic.epochs,
     )
     assert config.model == {"mode": "sparse"}
+
+
+def test_train_prints_a_summary_of_its_metrics_and_the_run_folder(tmp_path, capsys):
+    out = tmp_path / "karate"
+    assert main(["train", "--dataset", "karate", "--epochs", "2", "--out", str(out),
+                 "--no-progress"]) == 0  # fmt: skip
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert printed[-1] == f"run folder: {out}"
+    metrics = json.loads((out / "metrics.json").read_text())
+    keys = ("task", "dataset", "test", "epochs_run", "train_seconds")
+    assert json.loads("\n".join(printed[:-1])) == {key: metrics[key] for key in keys}

@@ -1088,3 +1088,29 @@ def test_non_integer_architecture_settings_are_named(setting, message):
 
     with pytest.raises(GraphInputError, match=message):
         check_train_config(tiny_config(model=setting))
+
+
+def test_an_ensembles_metrics_json_counts_every_members_epochs_and_keeps_its_best(tmp_path):
+    dataset = MoleculeCSV(write_chains(tmp_path / "m.csv"), target_cols=["y"])
+    run = tmp_path / "run"
+    config = tiny_config(epochs=3, ensemble=2)
+    metrics = train_molecule_model(
+        dataset, config, run_dir=run, dataset_name="chains", progress=False
+    )
+    written = json.loads((run / "metrics.json").read_text())
+    history = json.loads((run / "history.json").read_text())["history"]
+    runs = [(m, e) for m in (0, 1) for e in (1, 2, 3)]
+    assert [(h["member"], h["epoch"]) for h in history] == runs  # member by member
+    kept = [max(h["epoch"] for h in history if h["member"] == m and h["best"]) for m in (0, 1)]
+    assert written["best_epoch"] == kept  # one per member, the epoch whose weights it kept
+    assert written["epochs_run"] == len(history) == 6  # summed over the members
+    assert written["dataset"] == "chains" and written["ensemble_size"] == 2
+    assert 0 < written["train_seconds"] == round(metrics["train_seconds"], 2)
+    assert re.fullmatch(r"\d+(\.\d{1,2})?", str(written["train_seconds"]))
+    # val and test are scored on their own molecules, by the averaged ensemble
+    split = json.loads((run / "split.json").read_text())
+    for part in ("val", "test"):
+        y = dataset.targets[split[part], 0].numpy()
+        pred, _ = predict_molecules(run, [dataset.smiles[i] for i in split[part]])
+        rmse = float(np.sqrt(np.mean((pred[:, 0] - y) ** 2)))
+        assert written[part]["rmse"] == pytest.approx(rmse, rel=1e-5)

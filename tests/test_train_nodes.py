@@ -465,3 +465,18 @@ def test_a_named_class_without_nodes_keeps_its_output_and_column(tmp_path):
     rows = list(csv.reader((tmp_path / "predictions.csv").read_text().splitlines()))
     assert rows[0][-3:] == ["prob_a", "prob_b", "prob_c"]
     assert all(len(row) == len(rows[0]) for row in rows)
+
+
+def test_prediction_probabilities_are_the_softmax_of_the_models_logits(tmp_path):
+    data = load_node_dataset("karate")
+    masks = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    config = NodeTrainConfig(epochs=3, label_inputs=False)
+    metrics = train_node_model(data, masks, config, run_dir=tmp_path, progress=False)
+    with torch.no_grad():
+        logits = metrics["model"](data.x.float(), data.edge_index, None)
+    expected = torch.softmax(logits, -1)
+    rows = list(csv.DictReader((tmp_path / "predictions.csv").read_text().splitlines()))
+    written = torch.tensor([[float(row[f"prob_{n}"]) for n in data.label_names] for row in rows])
+    assert written.shape == expected.shape == (34, 2)
+    assert (written - expected).abs().max() <= 5.1e-6  # rounded to 5 decimals
+    assert (expected.max(-1).values < 0.99).all()  # the setting: a scale would show

@@ -353,3 +353,22 @@ def test_an_attention_readout_is_inherited_with_its_weights(tmp_path):
     assert list(tuned["model"].config.readout) == readout
     gate = encoder_tensors(load_checkpoint(tmp_path / "pre")["state_dict"])
     assert any(key.startswith("readout.attention") for key in gate)
+
+
+def test_encoder_changes_flags_a_readout_whose_pooling_weights_differ_either_way():
+    # an attention-pooled encoder under a weightless readout would not load: flagged, so
+    # that a data set's default encoder is dropped instead of failing the run
+    from graphattn.train.transfer import PretrainedEncoder, encoder_changes
+
+    def encoder(gate: bool) -> PretrainedEncoder:
+        state = {"atom_encoder.weight": torch.zeros(1)}
+        state.update({"readout.attention.weight": torch.zeros(1)} if gate else {})
+        return PretrainedEncoder("pre", state, {"hidden": 16}, {})
+
+    gated, plain = encoder(True), encoder(False)
+    assert encoder_changes(gated, {"readout": ["mean", "max"]}) == ["readout"]
+    assert encoder_changes(gated, {"readout": ["attention", "sum"]}) == []
+    assert encoder_changes(plain, {"readout": ["mean", "attention"]}) == ["readout"]
+    assert encoder_changes(plain, {"readout": ["sum"]}) == []
+    assert encoder_changes(gated, {"hidden": 32, "readout": ["sum"]}) == ["hidden", "readout"]
+    assert encoder_changes(plain, {"hidden": 16, "layers": 2}) == ["layers"]
