@@ -787,3 +787,419 @@ def test_a_multi_line_failure_stays_on_its_line_in_every_section(bench_json: dic
     assert any(line.startswith(f"- `{auto['group']}`: ") and flat in line for line in lines)
     item = f"- `{paired['group']}` {paired['impl']} (failed): {flat}"
     assert item in lines
+
+
+# --------------------------------------------------------------------------- measurement protocol
+# (from a mutation round on the harness: each test fails on a planted one-line bug)
+
+
+def _script_times(monkeypatch: pytest.MonkeyPatch, seconds: list[float]) -> None:
+    """Every timed pass still runs, but reports the next of ``seconds``."""
+    import graphattn.bench.worker as worker
+
+    script = iter(seconds)
+
+    def scripted(step, device) -> float:
+        step()
+        return next(script)
+
+    monkeypatch.setattr(worker, "time_pass", scripted)
+
+
+def _record_passes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, torch.Tensor]]:
+    """``(impl, edge_index)`` of every pass of the layers built from now on."""
+    import graphattn.bench.models as models
+
+    build, passes = models.build_attention, []
+
+    class Recording(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module, impl: str) -> None:
+            super().__init__()
+            self.inner, self.impl, self.layer = inner, impl, inner.layer
+
+        def forward(self, x, edge_index, batch=None):
+            passes.append((self.impl, edge_index))
+            return self.inner(x, edge_index, batch)
+
+    monkeypatch.setattr(models, "build_attention", lambda spec: Recording(build(spec), spec.impl))
+    return passes
+
+
+def _tiny_molecules(count: int):
+    from graphattn.bench.inputs import esol_batches
+    from graphattn.bench.worker import MoleculeData
+
+    smiles = ["CCO", "CC(=O)O", "c1ccccc1", "CCN", "OCCO", "CCCl"]
+    return MoleculeData(*esol_batches(smiles, [0.5] * len(smiles), 2, count))
+
+
+def test_a_case_reports_the_median_of_its_timed_passes_after_untimed_warmup(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from graphattn.bench.measure import _current_rss
+
+    passes = _record_passes(monkeypatch)
+    _script_times(monkeypatch, [9.0, 1.0, 2.0, 30.0])  # the cold pass, then 3 timed ones
+    spec = CaseSpec("scaling", "fused", num_nodes=200, in_degree=5, repeats=3, warmup=2)
+    result = run_case(spec)
+    assert result["status"] == "ok", result["reason"]
+    assert result["cold_seconds"] == 9.0 and result["times"] == [1.0, 2.0, 30.0]
+    assert result["median_seconds"] == 2.0  # the median, not the mean (11)
+    # 2 untimed warm-up passes, the cold one on a fresh copy of edge_index, then the
+    # timed ones on the graph the warm-up prepared (a fixed graph)
+    edges = [e for _, e in passes]
+    assert len(edges) == 6
+    assert all(e is edges[0] for e in edges[:2] + edges[3:])
+    assert edges[2] is not edges[0] and torch.equal(edges[2], edges[0])
+    assert (result["num_edges"], result["allowed_pairs"], result["padded_pairs"]) == (
+        1000,
+        1200,
+        200**2,
+    )
+    assert result["density"] == 1200 / 200**2  # self-loops included
+    # the extra peak of the cold pass, from the RSS right before it
+    assert result["memory_method"] in (
+        "VmHWM after clear_refs",
+        "ru_maxrss",
+        "ru_maxrss (upper bound)",
+    )
+    assert 0 <= result["peak_extra_bytes"] < _current_rss()
+
+
+def test_a_molecule_case_times_every_batch_on_a_new_copy_of_its_edges(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    molecules = _tiny_molecules(count=3)
+    passes = _record_passes(monkeypatch)
+    result = run_case(CaseSpec("molecules", "fused", repeats=1, warmup=1), molecules)
+    assert result["status"] == "ok", result["reason"]
+    assert result["graphs_per_pass"] == 3
+    assert len(result["times"]) == 3  # one timed pass per batch at least, not `repeats`
+    # warm-up on batch 0, cold pass on batch 1, timed passes on batches 1, 2, 0
+    batches = [molecules.batches[i].edge_index for i in (0, 1, 1, 2, 0)]
+    assert len(passes) == len(batches)
+    for (_, seen), edges in zip(passes, batches, strict=True):
+        assert seen is not edges and torch.equal(seen, edges)
+
+
+def test_the_training_case_steps_the_model_in_training_mode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import graphattn.bench.models as models
+
+    build, built = models.build_molecule_model, []
+    monkeypatch.setattr(
+        models, "build_molecule_model", lambda *a: built.append(build(*a)) or built[-1]
+    )
+    result = run_case(CaseSpec("training", "graphattn", repeats=1), _tiny_molecules(count=2))
+    assert result["status"] == "ok", result["reason"]
+    (model,) = built
+    assert model.training  # dropout on, as in training (the step puts it in train mode)
+
+
+def test_paired_rounds_shuffle_the_order_and_report_the_median(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from graphattn.bench.runner import run_paired
+
+    passes = _record_passes(monkeypatch)
+    _script_times(monkeypatch, [float(i * i) for i in range(1, 16)])  # 5 rounds x 3 impls
+    specs = [*_paired_specs(), CaseSpec("scaling", "pyg", num_nodes=200, in_degree=5)]
+    specs.append(CaseSpec("training", "graphattn"))  # neither is timed in the paired phase
+    records = {r["impl"]: r for r in run_paired(specs, None, 5, progress=False)}
+    assert sorted(records) == ["auto", "fused", "reference"]
+    order = [impl for impl, _ in passes[3:]]  # after one warm-up pass of each
+    rounds = [tuple(order[i : i + 3]) for i in range(0, 15, 3)]
+    assert all(sorted(r) == ["auto", "fused", "reference"] for r in rounds)
+    assert len(set(rounds)) > 1  # a fresh order every round, not a fixed one
+    for record in records.values():
+        assert len(record["times"]) == 5
+        assert record["median_seconds"] == sorted(record["times"])[2]  # not the mean
+
+
+def test_an_isolated_case_past_its_timeout_is_a_failed_case_that_says_so() -> None:
+    from graphattn.bench.worker import run_isolated
+
+    spec = CaseSpec("scaling", "fused", num_nodes=100, in_degree=3, repeats=1)
+    result = run_isolated(spec, timeout=0.001)
+    assert result["status"] == "failed" and result["skipped"] is True
+    assert result["reason"] == "no result within 0.001 s (killed)"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RSS probe details are Linux")
+def test_the_cpu_probe_counts_from_its_baseline_not_the_earlier_peak() -> None:
+    block = torch.ones(64 * 2**20)  # 256 MiB touched, then freed before the probe starts
+    del block
+    probe = CpuMemoryProbe()
+    probe.start()
+    small = torch.ones(4 * 2**20)  # 16 MiB
+    extra = probe.extra_peak()
+    del small
+    if probe.method != "VmHWM after clear_refs":
+        pytest.skip(f"the high-water mark cannot be reset here ({probe.method})")
+    assert 12 * 2**20 <= extra < 64 * 2**20, extra
+
+
+def test_proc_status_fields_are_read_in_kibibytes(monkeypatch, tmp_path: Path) -> None:
+    import graphattn.bench.measure as measure
+
+    status = tmp_path / "status"
+    status.write_text("Name:\tpython\nVmHWM:\t  2048 kB\nVmRSS:\t  1000 kB\n")
+    monkeypatch.setattr(measure, "_STATUS", status)
+    assert measure._status_bytes("VmHWM") == 2048 * 1024
+    assert measure._status_bytes("VmRSS") == 1000 * 1024
+    assert measure._status_bytes("VmSwap") is None
+
+
+def test_run_benchmarks_refuses_counts_it_cannot_honour(tmp_path: Path) -> None:
+    from graphattn.errors import GraphInputError
+
+    with pytest.raises(GraphInputError, match="repeats must be at least 1, got 0"):
+        run_benchmarks(tmp_path, quick=True, repeats=0, progress=False)
+    with pytest.raises(GraphInputError, match="paired_rounds must be 0 .* got -1"):
+        run_benchmarks(tmp_path, quick=True, paired_rounds=-1, progress=False)
+    assert not (tmp_path / "bench.json").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a fast run needs CUDA cases skipped")
+@pytest.mark.parametrize("quick", [True, False])
+def test_settings_record_what_the_run_used(tmp_path: Path, quick: bool) -> None:
+    # every case skipped (no CUDA): only the settings are computed
+    kwargs = {"repeats": 3, "paired_rounds": 0} if quick else {}
+    result = run_benchmarks(tmp_path, quick=quick, device="cuda", progress=False, **kwargs)
+    settings = result["settings"]
+    assert settings["repeats"] == (3 if quick else 5)  # the cases', not the grid's
+    assert settings["threads"] == (1 if quick else None)
+    assert settings["paired_rounds"] == (0 if quick else 12)
+    assert settings["isolated_processes"] is False  # CUDA cases run in this process
+    assert settings["case_timeout_seconds"] is None
+
+
+@pytest.mark.parametrize(("quick", "timeout"), [(True, 120.0), (False, 1800.0)])
+def test_the_default_case_timeout_is_recorded(tmp_path: Path, quick: bool, timeout: float) -> None:
+    result = run_benchmarks(tmp_path, quick=quick, device="cpu", progress=False, suites=[])
+    assert result["cases"] == []
+    assert result["settings"]["isolated_processes"] is True
+    assert result["settings"]["case_timeout_seconds"] == timeout
+
+
+def test_default_dense_budget_is_a_quarter_of_free_ram_up_to_4_gib(monkeypatch) -> None:
+    import types
+
+    import psutil
+
+    from graphattn.bench.runner import default_dense_budget
+
+    for available, budget in ((8 * 2**30, 2 * 2**30), (64 * 2**30, 4 * 2**30)):
+        memory = types.SimpleNamespace(available=available)
+        monkeypatch.setattr(psutil, "virtual_memory", lambda memory=memory: memory)
+        assert default_dense_budget("cpu") == budget
+
+
+def _timed(impl: str, n: int | None, seconds: float, memory: int = 2**20, **extra) -> dict:
+    suite = "training" if n is None else "scaling"
+    group = suite if n is None else f"scaling/N={n},d=10"
+    return {
+        "name": f"{group}/{impl}",
+        "group": group,
+        "suite": suite,
+        "impl": impl,
+        "status": "ok",
+        "num_nodes": n,
+        "density": None if n is None else 11 / n,
+        "median_seconds": seconds,
+        "peak_extra_bytes": memory,
+        **extra,
+    }
+
+
+def test_targets_auto_and_ratios_at_their_limits() -> None:
+    from graphattn.bench.analysis import AUTO_TOLERANCE, derive
+
+    cases = [
+        _timed("fused", 20_000, 1.0, 2**20),
+        _timed("reference", 20_000, 1.5),
+        _timed("dense", 20_000, 2.0),
+        _timed("auto", 20_000, 1.1, auto_choice="sparse"),  # exactly 10% slower: within
+        _timed("pyg", 20_000, 2.0, 2**22),
+        _timed("fused", 100_000, 1.0, 2**20),
+        _timed("dense", 100_000, 3.0),
+        _timed("auto", 100_000, 1.3, auto_choice="dense"),
+        _timed("pyg", 100_000, 1.6, 0),  # no extra peak measured: no memory ratio
+        _timed("graphattn", None, 0.7),
+        _timed("pyg", None, 1.0),
+    ]
+    derived = derive(cases, 0.1)
+    targets = {k: (v["value"], v["limit"], v["met"]) for k, v in derived["targets"].items()}
+    assert targets == {
+        "fused_over_pyg_time_N20000": (0.5, 0.5, True),  # a ratio at its limit meets it
+        "fused_over_pyg_memory_N20000": (0.25, 0.25, True),
+        "fused_over_pyg_time_N100000": (0.625, 0.5, False),
+        "fused_over_pyg_memory_N100000": (None, 0.25, None),
+        "training_step_over_pyg_time": (0.7, 0.7, True),
+        "auto_over_best_worst": (1.3, AUTO_TOLERANCE, False),  # the worst group, not the best
+    }
+    assert AUTO_TOLERANCE == 1.1
+    rows = {r["group"]: r for r in derived["auto_vs_best"]}
+    small, large = rows["scaling/N=20000,d=10"], rows["scaling/N=100000,d=10"]
+    assert (small["best_mode"], small["ratio"], small["within_10_percent"]) == ("sparse", 1.1, True)
+    assert small["same_mode_as_best"] is True and small["best_seconds"] == 1.0
+    assert (large["ratio"], large["within_10_percent"], large["same_mode_as_best"]) == (
+        1.3,
+        False,
+        False,
+    )
+    (reference,) = derived["reference_vs_pyg"]
+    assert reference["group"] == "scaling/N=20000,d=10" and reference["time_ratio"] == 0.75
+    # no case of N=1,000,000 in the run: the CUDA target is not listed at all
+    cuda = derive(cases, 0.1, device_type="cuda")["targets"]
+    assert not any(key.startswith("fused_over_pyg") for key in cuda)
+
+
+def test_derive_leaves_the_paired_auto_undecided_where_an_isolated_case_failed() -> None:
+    from graphattn.bench.analysis import derive
+
+    isolated = [
+        _scaling_case("fused", 1000, None, "failed"),
+        _scaling_case("reference", 1000, 2.0),
+        _scaling_case("auto", 1000, 1.9, auto_choice="sparse"),
+    ]
+    paired = isolated[1:]  # the paired phase skipped the failed fused case
+    (row,) = derive(isolated, 0.1, paired)["auto_vs_best_paired"]
+    assert row["within_10_percent"] is None and "fused failed" in row["note"]
+
+
+def test_bandwidth_counts_the_sparse_passes_traffic_over_its_median_time() -> None:
+    from graphattn.bench.analysis import add_bandwidth, bandwidth_summary, edge_traffic_bytes
+
+    # forward + backward: 8 node rows and 6 edge rows of C floats, one int64 per edge and pass
+    assert edge_traffic_bytes(10, 30, 64) == 4 * 64 * (8 * 10 + 6 * 30) + 16 * 30
+    cases = [
+        _timed(impl, 1000, 0.5, allowed_pairs=11_000, auto_choice=choice)
+        for impl, choice in (("fused", None), ("auto", "sparse"), ("dense", None))
+    ]
+    cases.append(_timed("auto", 2000, 0.5, allowed_pairs=22_000, auto_choice="dense"))
+    add_bandwidth(cases, 64)
+    traffic = edge_traffic_bytes(1000, 11_000, 64)
+    for case in cases[:2]:  # fused, and auto where it chose sparse
+        assert case["traffic_bytes"] == traffic
+        assert case["bandwidth_gb_s"] == traffic / 0.5 / 1e9
+    assert all("bandwidth_gb_s" not in case for case in cases[2:])
+    (row,) = bandwidth_summary(cases, peak_gb_s=100.0)
+    assert row["fraction_of_copy_bandwidth"] == row["bandwidth_gb_s"] / 100.0
+
+
+def test_full_grids_hold_the_target_sizes_and_only_degrees_below_n() -> None:
+    from graphattn.bench.analysis import SCALING_TARGETS
+    from graphattn.bench.cases import full_grid
+
+    cpu, cuda = full_grid("cpu"), full_grid("cuda")
+    assert cpu.scaling_nodes == (1_000, 3_000, 10_000, 20_000, 50_000, 100_000)
+    assert cuda.scaling_nodes == (*cpu.scaling_nodes, 300_000, 1_000_000)
+    assert (cpu.density_nodes, cuda.density_nodes) == ((2_000,), (2_000, 8_000))
+    for device, grid in (("cpu", cpu), ("cuda", cuda)):
+        assert set(SCALING_TARGETS[device]) <= set(grid.scaling_nodes)
+    density = {(s.num_nodes, s.in_degree) for s in build_cases(cuda, "cuda", 2**30)}
+    density = {(n, d) for n, d in density if n in cuda.density_nodes and d != 10}
+    assert all(d < n for n, d in density)  # no graph has N or more sources per node
+    assert {(2_000, 1000), (8_000, 2000), (8_000, 4000)} <= density
+    assert (2_000, 2000) not in density
+
+
+def test_each_implementation_builds_the_layer_it_names() -> None:
+    from graphattn.bench.models import build_attention
+
+    built = {}
+    for impl in ("fused", "reference", "dense", "auto"):
+        layer = build_attention(CaseSpec("scaling", impl, max_dense_bytes=12345)).layer
+        built[impl] = (layer.mode, layer.kernel, layer.max_dense_bytes, layer.heads)
+    assert built == {
+        "fused": ("sparse", "fused", 12345, 4),
+        "reference": ("sparse", "reference", 12345, 4),
+        "dense": ("dense", "auto", 12345, 4),
+        "auto": ("auto", "auto", 12345, 4),
+    }
+    pyg = build_attention(CaseSpec("scaling", "pyg")).layer
+    assert (type(pyg).__name__, pyg.heads, pyg.out_channels) == ("TransformerConv", 4, 16)
+
+
+def test_esol_batches_are_full_batches_of_valid_molecules_with_their_targets() -> None:
+    from graphattn.bench.inputs import esol_batches
+
+    smiles = ["CCO", "CC(=O)O", "not a smiles", "c1ccccc1", "CCN", "OCCO", "CCCl"]
+    batches, atom_dim, bond_dim = esol_batches(smiles, [float(i) for i in range(7)], 3, 5)
+    assert len(batches) == 2  # the six valid molecules in full batches of 3, none left over
+    assert sorted(float(y) for b in batches for y in b.y) == [0.0, 1.0, 3.0, 4.0, 5.0, 6.0]
+    for b in batches:
+        assert b.num_graphs == 3 and b.y.shape == (3, 1)
+        assert b.x.size(1) == atom_dim and b.edge_attr.size(1) == bond_dim
+    assert len(esol_batches(smiles, [0.0] * 7, 3, 1)[0]) == 1  # no more than `count`
+
+
+def test_load_esol_reads_the_measured_solubility(data_dir: Path) -> None:
+    from graphattn.bench.inputs import load_esol
+
+    smiles, targets = load_esol(data_dir, download=False)
+    assert len(smiles) == len(targets) == 1128
+    assert smiles[1] == "Cc1occc1C(=O)Nc2ccccc2" and targets[:2] == [-0.77, -3.3]
+    assert not smiles[0].endswith(" ")  # the file's trailing space is stripped
+
+
+def test_random_graph_permutes_only_dense_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a permutation per row is N^2 keys: at N=100,000 that is 40 GB
+    import graphattn.bench.inputs as inputs
+
+    exact = inputs._exact_offsets
+    calls = []
+    monkeypatch.setattr(
+        inputs, "_exact_offsets", lambda n, d, g: calls.append((n, d)) or exact(n, d, g)
+    )
+    random_graph(1_000, 10)
+    random_graph(40, 20)
+    assert calls == [(40, 20)]
+
+
+def test_the_pyg_block_is_pre_norm_like_graphattns() -> None:
+    from graphattn.bench.models import _PyGBlock, molecule_config
+
+    block = _PyGBlock(molecule_config(8, 4, 2**20)).eval()
+    c = block.conv.in_channels
+    x, edge_attr = torch.randn(5, c), torch.randn(8, c)
+    edge_index = torch.tensor([[0, 1, 2, 3, 4, 1, 2, 3], [1, 2, 3, 4, 0, 0, 1, 2]])
+    h = x + block.conv(block.norm_attention(x), edge_index, edge_attr)
+    expected = h + block.ffn(block.norm_ffn(h))  # the feed-forward sees h, not x
+    torch.testing.assert_close(block(x, edge_index, edge_attr), expected)
+
+
+def test_machine_records_this_process_and_a_given_commit(monkeypatch) -> None:
+    from graphattn.bench import machine
+
+    monkeypatch.setattr(machine, "usable_cores", lambda: 3)
+    monkeypatch.setenv("GRAPHATTN_COMMIT", "0123abc")
+    described = machine.describe_machine()
+    assert described["usable_cores"] == 3  # the affinity mask, not os.cpu_count()
+    assert described["torch_threads"] == torch.get_num_threads()
+    assert described["graphattn_commit"] == "0123abc"
+
+
+def test_a_changed_benchmark_script_is_an_uncommitted_change(tmp_path) -> None:
+    import shutil
+    import subprocess
+
+    from graphattn.bench.machine import git_uncommitted_changes
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    for folder in ("graphattn", "benchmarks"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "code.py").write_text("x = 1\n")
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    assert git_uncommitted_changes(tmp_path) is False
+    (tmp_path / "benchmarks" / "code.py").write_text("x = 2\n")
+    assert git_uncommitted_changes(tmp_path) is True

@@ -854,3 +854,77 @@ def test_ablation_plot_marks_the_default_only_when_it_ran(monkeypatch):
         script._plot_panel(ax, results, "test", "test RMSE", "esol")
         assert sum(line.get_linestyle() == ":" for line in ax.get_lines()) == dotted
         plt.close(fig)
+
+
+# --------------------------------------------------------------------------- shared helpers
+
+
+def _scripted_time_pass(monkeypatch, seconds: list[float]) -> None:
+    import graphattn.bench.measure as measure
+
+    script = iter(seconds)
+
+    def scripted(step, device) -> float:
+        step()
+        return next(script)
+
+    monkeypatch.setattr(measure, "time_pass", scripted)
+
+
+def test_timing_helpers_leave_out_the_warmup_calls_and_take_the_median(monkeypatch):
+    common = import_script("_common", monkeypatch)
+    built = []
+
+    def prepare(name: str):
+        return lambda i: built.append((name, i)) or (lambda: None)
+
+    # one warm-up call each (100 s), then 3 timed calls each, taking turns
+    _scripted_time_pass(monkeypatch, [100.0, 100.0, 1e-3, 4e-3, 2e-3, 5e-3, 9e-3, 6e-3])
+    times = common.interleaved_ms({"a": prepare("a"), "b": prepare("b")}, repeats=3, warmup=1)
+    assert times == {"a": pytest.approx([1.0, 2.0, 9.0]), "b": pytest.approx([4.0, 5.0, 6.0])}
+    assert built == [(name, i) for i in range(4) for name in "ab"]
+    _scripted_time_pass(monkeypatch, [100.0, 1e-3, 2e-3, 9e-3])
+    assert common.median_ms(prepare("c"), repeats=3, warmup=1) == pytest.approx(2.0)  # not 4
+
+
+def test_summaries_use_the_finite_values_and_the_sample_std(monkeypatch):
+    import statistics
+
+    common = import_script("_common", monkeypatch)
+    summary = common.summarize([1.0, 2.0, None, float("nan"), 4.0, float("inf")])
+    assert summary == {
+        "mean": pytest.approx(7 / 3),
+        "std": pytest.approx(statistics.stdev([1.0, 2.0, 4.0])),  # ddof=1
+        "min": 1.0,
+        "max": 4.0,
+        "n": 3,
+    }
+    assert common.summarize([5.0])["std"] is None
+    assert common.summarize([None])["n"] == 0
+    assert common.fmt_mean_std({"mean": 1.23456, "std": 0.1}) == "1.235 ± 0.100"
+    assert common.fmt_mean_std({"mean": 1.23456, "std": None}) == "1.235"
+
+
+def test_a_target_value_at_its_threshold_meets_it(monkeypatch):
+    common = import_script("_common", monkeypatch)
+    assert common.met(0.55, 0.55, higher_is_better=False) is True
+    assert common.met(0.92, 0.92, higher_is_better=True) is True
+    assert common.met(0.56, 0.55, higher_is_better=False) is False
+    assert common.met(0.91, 0.92, higher_is_better=True) is False
+    assert common.met(None, 0.55, higher_is_better=False) is None
+
+
+def test_positive_int_and_smoke_setup(monkeypatch, tmp_path):
+    import argparse
+
+    common = import_script("_common", monkeypatch)
+    assert common.positive_int("1") == 1 and common.positive_int("12") == 12
+    for text in ("0", "-1", "1.5", "two", ""):
+        with pytest.raises(argparse.ArgumentTypeError, match="at least 1"):
+            common.positive_int(text)
+    args = argparse.Namespace(threads=None, smoke=True, seeds=[3, 4, 5], out=tmp_path / "o")
+    common.setup(args)
+    assert args.seeds == [3] and (tmp_path / "o").is_dir()  # --smoke: the first seed only
+    args = argparse.Namespace(threads=None, smoke=False, seeds=[3, 4, 5], out=tmp_path / "o")
+    common.setup(args)
+    assert args.seeds == [3, 4, 5]

@@ -411,3 +411,40 @@ def test_an_unknown_element_symbol_prints_no_rdkit_stack_trace(capfd) -> None:
     with pytest.raises(GraphInputError, match="'Qq'"):
         MoleculeFeaturizer(elements=("C", "Qq"))
     assert "Violation" not in capfd.readouterr().err  # RDKit's C++ trace, ~55 lines
+
+
+def test_descriptor_values_are_signed_log1p_and_unusable_ones_zero(monkeypatch) -> None:
+    import math
+
+    import numpy as np
+
+    import graphattn.featurize.descriptors as descriptors
+
+    def raises(mol):
+        return 1 / 0
+
+    functions = (
+        lambda mol: float("inf"),
+        lambda mol: float("nan"),
+        raises,
+        lambda mol: -(math.e - 1),
+        lambda mol: math.e**2 - 1,
+    )
+    monkeypatch.setattr(descriptors, "_FUNCTIONS", functions)
+    values = descriptors.molecule_descriptors(Chem.MolFromSmiles("CCO"))
+    assert values.dtype == np.float32
+    np.testing.assert_allclose(values, [0.0, 0.0, 0.0, -1.0, 2.0], rtol=1e-6)
+
+
+def test_atom_contributions_are_scaled_as_documented() -> None:
+    import numpy as np
+    from rdkit.Chem import rdMolDescriptors
+    from rdkit.Chem.EState import EStateIndices
+
+    from graphattn.featurize.contributions import CONTRIBUTION_NAMES, atom_contributions
+
+    mol = Chem.MolFromSmiles("OCC(=O)N")
+    columns = dict(zip(CONTRIBUTION_NAMES, atom_contributions(mol).T, strict=True))
+    np.testing.assert_allclose(columns["estate"] * 5, EStateIndices(mol), rtol=1e-5)
+    surface = rdMolDescriptors._CalcLabuteASAContribs(mol)[0]
+    np.testing.assert_allclose(columns["labute_asa"] * 10, list(surface), rtol=1e-5)
