@@ -509,3 +509,42 @@ def test_predict_and_evaluate_read_any_iterable_in_its_order(two_target_run):
     targets = expected.copy()
     result = evaluate_molecules(two_target_run, (s for s in smiles), targets)
     assert result["num_rows"] == 3 and result["metrics"]["rmse"] == pytest.approx(0.0, abs=1e-5)
+
+
+def test_evaluate_refuses_targets_of_another_shape(two_target_run):
+    from graphattn import GraphInputError
+
+    smiles = ["CO", "CCO", "CCCO"]
+    for targets in (np.zeros((3, 1)), np.zeros((2, 2)), np.zeros((3, 3))):
+        with pytest.raises(GraphInputError, match=r"targets must have shape \[3, 2\]"):
+            evaluate_molecules(two_target_run, smiles, targets)
+
+
+def test_only_a_regression_ensemble_reports_its_spread():
+    from graphattn.train.molecule_inference import reports_spread
+
+    assert reports_spread({"task": "regression", "ensemble_size": 3}) is True
+    assert reports_spread({"task": "regression", "ensemble_size": 1}) is False
+    assert reports_spread({"task": "regression"}) is False
+    assert reports_spread({"task": "classification", "ensemble_size": 3}) is False
+
+
+def test_predict_reads_smiles_padded_with_spaces_and_counts_failed_rows(
+    two_target_run, tmp_path, capsys
+):
+    rows = predict_csv(two_target_run, tmp_path, "smiles,note\n  CCO ,a\nCCO,b\nC1CC,c\n")
+    assert [bool(row["error"]) for row in rows] == [False, False, True]
+    assert rows[0]["pred_y"] == rows[1]["pred_y"] != "" and rows[2]["pred_y"] == ""
+    assert "predicted 2 of 3 rows (1 failed)" in capsys.readouterr().out
+
+
+def test_evaluate_lists_the_first_20_bad_label_cells_and_counts_them_all(two_target_run, tmp_path):
+    source, out = tmp_path / "in.csv", tmp_path / "out.json"
+    source.write_text("smiles,y,z\n" + "".join(f"{'C' * (n % 5 + 1)}O,x{n},1\n" for n in range(25)))
+    argv = ["evaluate", "--model", str(two_target_run), "--csv", str(source), "--out", str(out)]
+    assert main([*argv, "--no-progress"]) == 0
+    text = out.read_text()
+    assert text.endswith("}\n") and not text.endswith("\n\n")  # one line end
+    result = json.loads(text)
+    assert result["num_bad_labels"] == 25
+    assert [bad["value"] for bad in result["bad_labels"]] == [f"x{n}" for n in range(20)]

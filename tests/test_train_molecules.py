@@ -1114,3 +1114,36 @@ def test_an_ensembles_metrics_json_counts_every_members_epochs_and_keeps_its_bes
         pred, _ = predict_molecules(run, [dataset.smiles[i] for i in split[part]])
         rmse = float(np.sqrt(np.mean((pred[:, 0] - y) ** 2)))
         assert written[part]["rmse"] == pytest.approx(rmse, rel=1e-5)
+
+
+def test_a_checkpoint_keeps_its_settings_and_refuses_another_format(tmp_path):
+    from graphattn import GraphInputError
+    from graphattn.train.checkpoint import load_checkpoint, save_checkpoint
+
+    model = torch.nn.Linear(2, 1)
+    meta = {"pair": (1, 2), "nested": {"count": np.int64(3), "items": [np.float32(0.5)]}}
+    path = save_checkpoint(tmp_path, model, kind="molecule", **meta)
+    loaded = load_checkpoint(path)
+    assert loaded["kind"] == "molecule" and loaded["format_version"] == 1
+    assert loaded["pair"] == (1, 2) and type(loaded["pair"]) is tuple
+    assert loaded["nested"] == {"count": 3, "items": [0.5]}
+    assert torch.equal(loaded["state_dict"]["weight"], model.weight.detach())
+    for version in (None, 2):
+        payload = {"kind": "molecule", "state_dict": {}}
+        if version is not None:
+            payload["format_version"] = version
+        torch.save(payload, tmp_path / "model.pt")
+        with pytest.raises(
+            GraphInputError, match=rf"checkpoint format {version!r}, this graphattn"
+        ):
+            load_checkpoint(tmp_path)
+
+
+def test_the_target_scaler_ignores_missing_targets_and_keeps_a_constant_one_finite():
+    from graphattn.train.molecules import TargetScaler
+
+    scaler = TargetScaler.fit(torch.tensor([[1.0, 2.0], [1.0, float("nan")], [1.0, 4.0]]))
+    assert scaler.to_dict() == {"mean": [1.0, 3.0], "std": [1.0, 1.0]}  # std 0 -> 1
+    y = torch.tensor([[1.0, 5.0]])
+    assert scaler.transform(y).tolist() == [[0.0, 2.0]]
+    assert torch.equal(scaler.inverse(scaler.transform(y)), y)

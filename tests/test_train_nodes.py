@@ -25,6 +25,8 @@ def test_karate_cli_run_beats_the_majority_class_and_writes_the_run_folder(tmp_p
     assert metrics["device"] == "cpu"
     assert metrics["num_labelled"] == {"train": 2, "val": 0, "test": 32}
     assert metrics["split"] == "fixed_train_nodes"  # the two leaders, not a random split
+    assert metrics["num_edges"] == 2 * nx.karate_club_graph().number_of_edges()  # both ways
+    assert metrics["best_epoch"] == metrics["epochs_run"] == 100  # no validation: all kept
     majority = 16 / 32  # the other 32 members split 16 / 16
     assert metrics["test"]["accuracy"] > majority + 0.25
     assert {"accuracy", "macro_f1"} <= set(metrics["test"])
@@ -98,6 +100,8 @@ def test_training_from_edge_and_label_files_with_string_ids(tmp_path):
         rows = list(csv.DictReader(handle))
     assert {r["node_id"] for r in rows} == {f"person{n}" for n in range(34)}
     assert sum(r["split"] == "unlabelled" for r in rows) == 12
+    assert {r["label"] for r in rows if r["split"] == "unlabelled"} == {""}
+    assert {r["label"] for r in rows if r["split"] != "unlabelled"} == {"Mr. Hi", "Officer"}
 
 
 def test_facebook_pages_short_run_learns(data_dir):
@@ -228,8 +232,8 @@ def test_a_run_replaces_every_file_an_earlier_run_left_in_its_folder(tmp_path):
     # curve of an earlier run with validation must not stay behind as if it were its own
     data = load_node_dataset("karate")
     masks = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
-    train_node_model(data, masks, NodeTrainConfig(epochs=2), run_dir=tmp_path, progress=False)
-    assert (tmp_path / "learning_curve.png").exists()
+    train_node_model(data, masks, NodeTrainConfig(epochs=1), run_dir=tmp_path, progress=False)
+    assert (tmp_path / "learning_curve.png").exists()  # one epoch with validation draws it
     (tmp_path / "split.json").write_text("{}")  # as a molecule run leaves it
     (tmp_path / "notes.txt").write_text("mine")
     args = ["train", "--dataset", "karate", "--epochs", "2", "--no-progress"]
@@ -280,6 +284,12 @@ def test_masks_must_be_disjoint_and_select_labelled_nodes(tmp_path):
         GraphInputError, match=rf"masks\['train'\] and masks\['test'\] share {overlap} node"
     ):
         train_node_model(data, (train, val, test | train), config, progress=False)
+    for first, second, masks in [
+        ("train", "val", (train, val | train, test)),
+        ("val", "test", (train, val, test | val)),
+    ]:
+        with pytest.raises(GraphInputError, match=rf"masks\['{first}'\] and masks\['{second}'\]"):
+            train_node_model(data, masks, config, progress=False)
 
 
 def test_an_empty_test_part_warns_and_writes_a_run_without_test_figures(tmp_path, caplog):
@@ -449,7 +459,7 @@ def test_a_known_label_of_class_zero_is_an_input():
     assert not torch.allclose(unknown[0], class_zero[0])
 
 
-def test_a_named_class_without_nodes_keeps_its_output_and_column(tmp_path):
+def test_a_named_class_without_nodes_keeps_its_output_and_column(tmp_path, monkeypatch):
     # label_names has 3 classes, but no node carries the last one: the model had 2
     # outputs while predictions.csv's header named 3 probabilities
     graph = nx.karate_club_graph()
@@ -458,6 +468,10 @@ def test_a_named_class_without_nodes_keeps_its_output_and_column(tmp_path):
     data = from_networkx(graph, label_attr="kind")
     data.label_names = ["a", "b", "c"]
     masks = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    matrices = []
+    monkeypatch.setattr(
+        "graphattn.train.nodes.plot_confusion_matrix", lambda m, *rest: matrices.append(m)
+    )
     metrics = train_node_model(
         data, masks, NodeTrainConfig(epochs=2), run_dir=tmp_path, progress=False
     )
@@ -465,6 +479,7 @@ def test_a_named_class_without_nodes_keeps_its_output_and_column(tmp_path):
     rows = list(csv.reader((tmp_path / "predictions.csv").read_text().splitlines()))
     assert rows[0][-3:] == ["prob_a", "prob_b", "prob_c"]
     assert all(len(row) == len(rows[0]) for row in rows)
+    assert [m.shape for m in matrices] == [(3, 3)]  # the confusion matrix has its row too
 
 
 def test_prediction_probabilities_are_the_softmax_of_the_models_logits(tmp_path):
@@ -480,3 +495,52 @@ def test_prediction_probabilities_are_the_softmax_of_the_models_logits(tmp_path)
     assert written.shape == expected.shape == (34, 2)
     assert (written - expected).abs().max() <= 5.1e-6  # rounded to 5 decimals
     assert (expected.max(-1).values < 0.99).all()  # the setting: a scale would show
+
+
+def test_label_inputs_are_on_from_exactly_30_percent_of_the_labelled_nodes_in_training():
+    from graphattn.train.nodes import _use_label_inputs
+
+    def masks(train: int) -> dict[str, torch.Tensor]:
+        parts = {part: torch.zeros(10, dtype=torch.bool) for part in ("train", "val", "test")}
+        parts["train"][:train], parts["val"][train:] = True, True
+        return parts
+
+    assert _use_label_inputs(NodeTrainConfig(), masks(3)) is True  # 3 of 10: at least 30%
+    assert _use_label_inputs(NodeTrainConfig(), masks(2)) is False
+    assert _use_label_inputs(NodeTrainConfig(label_inputs=False), masks(3)) is False
+    assert _use_label_inputs(NodeTrainConfig(label_inputs=True), masks(2)) is True
+
+
+def test_training_stops_patience_epochs_after_the_best_validation_accuracy():
+    data = load_node_dataset("karate")
+    masks = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    config = NodeTrainConfig(epochs=200, patience=3, label_inputs=False)
+    metrics = train_node_model(data, masks, config, progress=False)
+    assert metrics["epochs_run"] < 200  # the setting: it stopped early
+    assert metrics["epochs_run"] == metrics["best_epoch"] + 3
+
+
+def test_label_names_keep_the_class_order_of_the_data_in_predictions_csv(tmp_path):
+    # class 0 is named "zeta", class 1 "alpha": the columns and labels follow the class
+    # numbers, never the names' alphabetical order
+    graph = nx.karate_club_graph()
+    data = from_networkx(graph, label_attr="club")
+    data.label_names = ["zeta", "alpha"]
+    masks = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    train_node_model(data, masks, NodeTrainConfig(epochs=2), run_dir=tmp_path, progress=False)
+    rows = list(csv.DictReader((tmp_path / "predictions.csv").read_text().splitlines()))
+    assert list(rows[0])[-2:] == ["prob_zeta", "prob_alpha"]
+    assert [row["label"] for row in rows] == [["zeta", "alpha"][int(c)] for c in data.y]
+    for row in rows:
+        probs = [float(row["prob_zeta"]), float(row["prob_alpha"])]
+        assert row["predicted"] == ["zeta", "alpha"][probs.index(max(probs))]
+
+
+def test_labels_per_class_on_a_set_with_fixed_training_nodes_replaces_them(tmp_path):
+    # karate's default split trains on its two leaders; --labels-per-class asks for another
+    out = tmp_path / "run"
+    args = ["train", "--dataset", "karate", "--labels-per-class", "3", "--epochs", "2"]
+    assert main([*args, "--out", str(out), "--no-progress"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["split"] == "labels_per_class"
+    assert metrics["num_labelled"]["train"] == 6
