@@ -251,23 +251,6 @@ def test_molecule_settings_are_checked_before_the_data_is_read(tmp_path, capsys,
     assert re.search(message, err) and "delaney" not in err
 
 
-@pytest.mark.parametrize("dataset", ["esol", "facebook-pages"])
-def test_a_device_this_machine_lacks_is_refused_before_the_data_is_read(
-    tmp_path, capsys, monkeypatch, dataset
-):
-    import graphattn.datasets.molecules as molecules
-    import graphattn.train.nodes as nodes
-
-    def read_data(*args, **kwargs):
-        raise AssertionError("the data was read before the device was checked")
-
-    monkeypatch.setattr(molecules, "load_molecule_dataset", read_data)
-    monkeypatch.setattr(nodes, "train_node_model_cli", read_data)
-    args = ["train", "--dataset", dataset, "--device", "cuda:99"]
-    assert main([*args, "--out", str(tmp_path / "r")]) == 2
-    assert "device 'cuda:99' asked for, but" in capsys.readouterr().err
-
-
 @pytest.mark.parametrize("file_name", ["freesolv", "esol", "nci-tpsa"])
 def test_a_csv_named_like_a_data_set_gets_the_generic_settings(tmp_path, monkeypatch, file_name):
     # the named sets' tuned settings (FreeSolv's pretrained start, ensembles of 3) were

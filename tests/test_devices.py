@@ -92,26 +92,35 @@ def test_node_training_on_cuda_learns_karate(tmp_path):
     assert all(t.device.type == "cpu" for t in checkpoint["state_dict"].values())
 
 
-@pytest.mark.parametrize("source", ["csv", "edges"])
+@pytest.mark.parametrize("source", ["csv", "edges", "esol", "facebook-pages"])
 def test_a_device_this_machine_lacks_is_refused_before_the_data_is_read(
     source, tmp_path, monkeypatch, capsys
 ):
     import graphattn.datasets.molecules as molecules
     import graphattn.datasets.social as social
+    import graphattn.train.nodes as nodes
 
     def read(*args, **kwargs):
         raise AssertionError("the data was read before the device was checked")
 
     monkeypatch.setattr(molecules, "MoleculeCSV", read)
+    monkeypatch.setattr(molecules, "load_molecule_dataset", read)
     monkeypatch.setattr(social, "load_node_graph", read)
+    monkeypatch.setattr(nodes, "train_node_model_cli", read)
     (tmp_path / "m.csv").write_text("smiles,y\nCCO,1\n")
     (tmp_path / "edges.txt").write_text("0 1\n")
     (tmp_path / "labels.txt").write_text("node,label\n0,a\n1,b\n")
     files = {
         "csv": ["--csv", str(tmp_path / "m.csv"), "--target-col", "y"],
         "edges": ["--edges", str(tmp_path / "edges.txt"), "--labels", str(tmp_path / "labels.txt")],
+        "esol": ["--dataset", "esol"],
+        "facebook-pages": ["--dataset", "facebook-pages"],
     }
     out = tmp_path / "run"
-    assert main(["train", *files[source], "--device", "tpu", "--out", str(out)]) == 2
-    assert "device must be 'cpu', 'cuda', 'cuda:N' or 'auto', got 'tpu'" in capsys.readouterr().err
-    assert not out.exists()
+    for device, message in (
+        ("tpu", "device must be 'cpu', 'cuda', 'cuda:N' or 'auto', got 'tpu'"),
+        ("cuda:99", "device 'cuda:99' asked for, but"),  # well formed, not on this machine
+    ):
+        assert main(["train", *files[source], "--device", device, "--out", str(out)]) == 2
+        assert message in capsys.readouterr().err
+        assert not out.exists()

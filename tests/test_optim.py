@@ -34,7 +34,9 @@ def test_meta_parameters_fall_back_to_the_default() -> None:
     assert not adamw(params, lr=1e-3).defaults["fused"]
 
 
-def test_warmup_cosine_starts_at_a_step_of_warmup_and_ends_at_the_final_fraction():
+def test_warmup_cosine_warms_up_follows_the_cosine_and_ends_at_the_final_fraction():
+    import math
+
     from graphattn.train.loop import warmup_cosine
 
     optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
@@ -45,6 +47,10 @@ def test_warmup_cosine_starts_at_a_step_of_warmup_and_ends_at_the_final_fraction
         optimizer.step()
         schedule.step()
     assert rates[:5] == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.0])  # no step at lr 0
+    # step 4 + k of the 6 decay steps: 0.01 + 0.99 * (1 + cos(pi k / 6)) / 2
+    assert rates[5] == pytest.approx(0.01 + 0.99 * (2 + math.sqrt(3)) / 4)
+    assert rates[7] == pytest.approx(0.505)  # halfway down
+    assert rates[9] == pytest.approx(0.01 + 0.99 * (2 - math.sqrt(3)) / 4)
     assert rates[10] == pytest.approx(0.01) and rates[11] == pytest.approx(0.01)
 
 
@@ -57,21 +63,3 @@ def test_adamw_defaults_and_which_parameters_it_fuses() -> None:
     assert not adamw([cpu, meta], lr=1e-3).defaults["fused"]  # one unsupported device: none
     complex_param = torch.nn.Parameter(torch.zeros(2, dtype=torch.complex64))
     assert not adamw([cpu, complex_param], lr=1e-3).defaults["fused"]  # not floating point
-
-
-def test_warmup_cosine_follows_the_cosine_between_warmup_and_the_end():
-    import math
-
-    from graphattn.train.loop import warmup_cosine
-
-    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
-    schedule = warmup_cosine(optimizer, 4, 10, final_fraction=0.01)
-    rates = []
-    for _ in range(10):
-        rates.append(optimizer.param_groups[0]["lr"])
-        optimizer.step()
-        schedule.step()
-    # step 4 + k of the 6 decay steps: 0.01 + 0.99 * (1 + cos(pi k / 6)) / 2
-    assert rates[5] == pytest.approx(0.01 + 0.99 * (2 + math.sqrt(3)) / 4)
-    assert rates[7] == pytest.approx(0.505)  # halfway down
-    assert rates[9] == pytest.approx(0.01 + 0.99 * (2 - math.sqrt(3)) / 4)

@@ -372,11 +372,10 @@ def test_label_inputs_show_only_training_labels_and_score_only_hidden_ones(monke
         assert torch.equal(known[shown], data.y[shown]) and not (shown & (val | test)).any()
 
 
-def test_training_nodes_are_scored_without_their_own_label():
-    # the train metrics and predictions.csv's training rows came from a pass that showed
-    # each training node its own label (0.978 against 0.959 hidden, on facebook-pages)
+def karate_label_model():
+    """Karate, its seed-0 training mask, an untrained label-input model (eval mode) and the
+    known labels it reads: those of the training nodes, -1 elsewhere."""
     from graphattn.models.node import NodeClassifier, NodeModelConfig
-    from graphattn.train.nodes import final_logits
 
     data = load_node_dataset("karate")
     train, _, _ = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
@@ -384,6 +383,15 @@ def test_training_nodes_are_scored_without_their_own_label():
     config = NodeModelConfig(data.x.size(1), 2, hidden=8, heads=2, label_inputs=True)
     model = NodeClassifier(config).eval()
     known = torch.where(train, data.y, torch.full_like(data.y, -1))
+    return data, train, model, known
+
+
+def test_training_nodes_are_scored_without_their_own_label():
+    # the train metrics and predictions.csv's training rows came from a pass that showed
+    # each training node its own label (0.978 against 0.959 hidden, on facebook-pages)
+    from graphattn.train.nodes import final_logits
+
+    data, train, model, known = karate_label_model()
     logits = final_logits(model, data.x, data.edge_index, known, train, 0.5)
     with torch.no_grad():
         full = model(data.x, data.edge_index, known)
@@ -399,15 +407,9 @@ def test_training_nodes_are_scored_without_their_own_label():
 
 def test_training_nodes_are_scored_in_at_most_ten_folds():
     # a small label_mask_rate would mean one pass per 1 / rate nodes: capped at 10 folds
-    from graphattn.models.node import NodeClassifier, NodeModelConfig
     from graphattn.train.nodes import MAX_SCORING_FOLDS, final_logits
 
-    data = load_node_dataset("karate")
-    train, _, _ = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
-    torch.manual_seed(0)
-    config = NodeModelConfig(data.x.size(1), 2, hidden=8, heads=2, label_inputs=True)
-    model = NodeClassifier(config).eval()
-    known = torch.where(train, data.y, torch.full_like(data.y, -1))
+    data, train, model, known = karate_label_model()
     hidden_per_pass = []
     forward = model.forward
 
