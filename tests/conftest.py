@@ -51,3 +51,20 @@ def _graphattn_log_level():
     level = logger.level
     yield
     logger.setLevel(level)
+
+
+@pytest.fixture
+def script_time_pass(monkeypatch):
+    """``script(module, seconds)``: ``module.time_pass`` (the benchmarks' timer) still runs
+    each step, but reports the next of ``seconds``."""
+
+    def script(module, seconds: list[float]) -> None:
+        times = iter(seconds)
+
+        def scripted(step, device) -> float:
+            step()
+            return next(times)
+
+        monkeypatch.setattr(module, "time_pass", scripted)
+
+    return script

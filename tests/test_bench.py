@@ -796,19 +796,6 @@ def test_a_multi_line_failure_stays_on_its_line_in_every_section(bench_json: dic
 # (from a mutation round on the harness: each test fails on a planted one-line bug)
 
 
-def _script_times(monkeypatch: pytest.MonkeyPatch, seconds: list[float]) -> None:
-    """Every timed pass still runs, but reports the next of ``seconds``."""
-    import graphattn.bench.worker as worker
-
-    script = iter(seconds)
-
-    def scripted(step, device) -> float:
-        step()
-        return next(script)
-
-    monkeypatch.setattr(worker, "time_pass", scripted)
-
-
 def _record_passes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, torch.Tensor]]:
     """``(impl, edge_index)`` of every pass of the layers built from now on."""
     import graphattn.bench.models as models
@@ -837,12 +824,13 @@ def _tiny_molecules(count: int):
 
 
 def test_a_case_reports_the_median_of_its_timed_passes_after_untimed_warmup(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, script_time_pass
 ) -> None:
+    import graphattn.bench.worker as worker
     from graphattn.bench.measure import _current_rss
 
     passes = _record_passes(monkeypatch)
-    _script_times(monkeypatch, [9.0, 1.0, 2.0, 30.0])  # the cold pass, then 3 timed ones
+    script_time_pass(worker, [9.0, 1.0, 2.0, 30.0])  # the cold pass, then 3 timed ones
     spec = CaseSpec("scaling", "fused", num_nodes=200, in_degree=5, repeats=3, warmup=2)
     result = run_case(spec)
     assert result["status"] == "ok", result["reason"]
@@ -901,12 +889,13 @@ def test_the_training_case_steps_the_model_in_training_mode(
 
 
 def test_paired_rounds_shuffle_the_order_and_report_the_median(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, script_time_pass
 ) -> None:
+    import graphattn.bench.worker as worker
     from graphattn.bench.runner import run_paired
 
     passes = _record_passes(monkeypatch)
-    _script_times(monkeypatch, [float(i * i) for i in range(1, 16)])  # 5 rounds x 3 impls
+    script_time_pass(worker, [float(i * i) for i in range(1, 16)])  # 5 rounds x 3 impls
     specs = [*_paired_specs(), CaseSpec("scaling", "pyg", num_nodes=200, in_degree=5)]
     specs.append(CaseSpec("training", "graphattn"))  # neither is timed in the paired phase
     records = {r["impl"]: r for r in run_paired(specs, None, 5, progress=False)}
@@ -964,10 +953,11 @@ def test_run_benchmarks_refuses_counts_it_cannot_honour(tmp_path: Path) -> None:
     assert not (tmp_path / "bench.json").exists()
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="a fast run needs CUDA cases skipped")
 @pytest.mark.parametrize("quick", [True, False])
-def test_settings_record_what_the_run_used(tmp_path: Path, quick: bool) -> None:
-    # every case skipped (no CUDA): only the settings are computed
+def test_settings_record_what_the_run_used(tmp_path: Path, quick: bool, monkeypatch) -> None:
+    # every CUDA case skipped (as on a machine without CUDA, whatever this one has): only
+    # the settings are computed
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     kwargs = {"repeats": 3, "paired_rounds": 0} if quick else {}
     result = run_benchmarks(tmp_path, quick=quick, device="cuda", progress=False, **kwargs)
     settings = result["settings"]
@@ -1000,16 +990,18 @@ def test_default_dense_budget_is_a_quarter_of_free_ram_up_to_4_gib(monkeypatch) 
 
 
 def _timed(impl: str, n: int | None, seconds: float, memory: int = 2**20, **extra) -> dict:
-    suite = "training" if n is None else "scaling"
-    group = suite if n is None else f"scaling/N={n},d=10"
+    """An ok case: a scaling one of ``n`` nodes (:func:`_scaling_case`), or with ``n``
+    None the training step's."""
+    if n is not None:
+        return {**_scaling_case(impl, n, seconds, **extra), "peak_extra_bytes": memory}
     return {
-        "name": f"{group}/{impl}",
-        "group": group,
-        "suite": suite,
+        "name": f"training/{impl}",
+        "group": "training",
+        "suite": "training",
         "impl": impl,
         "status": "ok",
-        "num_nodes": n,
-        "density": None if n is None else 11 / n,
+        "num_nodes": None,
+        "density": None,
         "median_seconds": seconds,
         "peak_extra_bytes": memory,
         **extra,

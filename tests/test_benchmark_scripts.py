@@ -1067,19 +1067,11 @@ def test_ablation_plot_marks_the_default_only_when_it_ran(monkeypatch):
 # --------------------------------------------------------------------------- shared helpers
 
 
-def _scripted_time_pass(monkeypatch, seconds: list[float]) -> None:
+def test_timing_helpers_leave_out_the_warmup_calls_and_take_the_median(
+    monkeypatch, script_time_pass
+):
     import graphattn.bench.measure as measure
 
-    script = iter(seconds)
-
-    def scripted(step, device) -> float:
-        step()
-        return next(script)
-
-    monkeypatch.setattr(measure, "time_pass", scripted)
-
-
-def test_timing_helpers_leave_out_the_warmup_calls_and_take_the_median(monkeypatch):
     common = import_script("_common", monkeypatch)
     built = []
 
@@ -1087,11 +1079,11 @@ def test_timing_helpers_leave_out_the_warmup_calls_and_take_the_median(monkeypat
         return lambda i: built.append((name, i)) or (lambda: None)
 
     # one warm-up call each (100 s), then 3 timed calls each, taking turns
-    _scripted_time_pass(monkeypatch, [100.0, 100.0, 1e-3, 4e-3, 2e-3, 5e-3, 9e-3, 6e-3])
+    script_time_pass(measure, [100.0, 100.0, 1e-3, 4e-3, 2e-3, 5e-3, 9e-3, 6e-3])
     times = common.interleaved_ms({"a": prepare("a"), "b": prepare("b")}, repeats=3, warmup=1)
     assert times == {"a": pytest.approx([1.0, 2.0, 9.0]), "b": pytest.approx([4.0, 5.0, 6.0])}
     assert built == [(name, i) for i in range(4) for name in "ab"]
-    _scripted_time_pass(monkeypatch, [100.0, 1e-3, 2e-3, 9e-3])
+    script_time_pass(measure, [100.0, 1e-3, 2e-3, 9e-3])
     assert common.median_ms(prepare("c"), repeats=3, warmup=1) == pytest.approx(2.0)  # not 4
 
 
