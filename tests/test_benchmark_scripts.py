@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import csv
 import gzip
 import json
+import math
 import os
 import re
 import subprocess
@@ -14,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 from rdkit import Chem
+from torch_geometric.data import Data
 
 from graphattn.datasets.molecules import load_molecule_dataset
 from graphattn.errors import GraphInputError
@@ -79,6 +82,7 @@ def test_pretraining_compares_scratch_and_pretrained_starts_on_the_same_split(da
     checkpoint = torch.load(tmp_path / "pretrained" / "model.pt", weights_only=True)
     assert checkpoint["featurizer"]["contributions"] and not checkpoint["featurizer"]["descriptors"]
     assert payload["complete"] and payload["pretraining"]["num_targets"] > 100
+    assert payload["pretraining"]["corpus_sources"] == {"rdkit": {"molecules": 150}}
     assert (tmp_path / payload["pretraining"]["run_dir"] / "model.pt").is_file()
     assert payload["pretraining"]["run_dir"] == "pretrained"  # relative: the folder can move
     with open(tmp_path / "corpus.csv") as handle:
@@ -189,7 +193,8 @@ def test_chemicals_corpus_keeps_new_freesolv_like_molecules_once(tmp_path, monke
     table.write_text("".join(_chemicals_row(s) for s in CHEMICALS_ROWS) + "short\tline\n")
     freesolv, corpus = ["CCO", "CCCCCCCCCC"], ["C1=CC=CC=C1", "not parsed"]
     kept, counts = pretraining.chemicals_corpus_smiles(table, freesolv, corpus)
-    assert sorted(kept) == ["N#CCC(F)CO", "NCCCCCCCl", "NCCCCCCO"]  # canonical SMILES
+    # canonical SMILES, in the table's order shuffled with seed 0
+    assert kept == ["NCCCCCCO", "N#CCC(F)CO", "NCCCCCCCl"]
     expected = {"rows": len(CHEMICALS_ROWS) + 1, "unparsable": 2}  # the short line too
     for reason in CHEMICALS_ROWS.values():
         expected[reason] = expected.get(reason, 0) + (reason != "unparsable")
@@ -277,7 +282,8 @@ def test_moses_corpus_keeps_new_freesolv_like_molecules_up_to_a_limit(tmp_path, 
         archive.write(train, pretraining.MOSES_TRAIN)
     freesolv, corpus = ["CCO", "CCCCCCCCCC"], ["C1=CC=CC=C1", "NCCCCCCO"]
     kept, counts = pretraining.moses_corpus_smiles(train, freesolv, corpus, limit=10)
-    assert sorted(kept) == ["C=CC(=O)OCC", "N#CCC(F)CO", "NCCCCCCCl"]  # canonical SMILES
+    # canonical SMILES, judged in the rows' order shuffled with seed 0
+    assert kept == ["N#CCC(F)CO", "C=CC(=O)OCC", "NCCCCCCCl"]
     expected = {"rows": len(MOSES_ROWS)}
     for reason in MOSES_ROWS.values():
         expected[reason] = expected.get(reason, 0) + 1
@@ -346,12 +352,278 @@ def test_freesolv_smiles_are_read_without_featurizing(data_dir, monkeypatch):
     smiles = pretraining.dataset_smiles("freesolv", data_dir)
     assert len(smiles) == 642
     assert smiles[:2] == ["CN(C)C(=O)c1ccc(cc1)OC", "CS(=O)(=O)Cl"]  # the file's first rows
+    esol = pretraining.dataset_smiles("esol", data_dir)
+    assert len(esol) == 1128 and esol[1] == "Cc1occc1C(=O)Nc2ccccc2"
+    # the file writes this one with a trailing space
+    assert esol[0] == "OCC3OC(OCC2OC(OC(C#N)c1ccccc1)C(O)C(O)C2O)C(O)C(O)C3O"
 
 
 def test_the_chemicals_corpus_goes_with_xtb_targets():
     result = run_script("pretraining.py", "--corpus", "rdkit+chemicals", "--smoke")
     assert result.returncode != 0
     assert "--corpus rdkit+chemicals goes with --targets xtb" in result.stderr
+
+
+def test_the_rdkit_corpus_is_both_shipped_files_in_file_order(monkeypatch):
+    pretraining = import_script("pretraining", monkeypatch)
+    smiles = pretraining.corpus_smiles(None)
+    assert len(smiles) == 4999 + 10000  # NCI/first_5K.smi, then wehi_mols.csv
+    assert smiles[:2] == ["CC1=CC(=O)C=CC1=O", "S(SC1=NC2=CC=CC=C2S1)C3=NC4=C(S3)C=CC=C4"]
+    assert smiles[4998:5000] == ["CN1CCC[CH]1C2=CC=CN=C2", "N(NC(=O)C1CCC1)c2ccc(cc2)C(C)(C)C"]
+    assert smiles[-1] == "Brc1ccc(cc1)NC(=O)NCCCOCC(OC)COC"
+    assert pretraining.corpus_smiles(2) == smiles[:2]
+
+
+def test_freesolv_like_rules_at_their_edges(tmp_path, monkeypatch):
+    pretraining = import_script("pretraining", monkeypatch)
+    table = tmp_path / "table.tsv"
+    rows = ["C" * 9 + "O", "C" * 11, "CCO", "CCCl"]  # 10 heavy atoms: FreeSolv's largest here
+    table.write_text("".join(map(_chemicals_row, rows)) + "1\t2\t3\tfour fields\n")
+    # CCO is one of FreeSolv's molecules and of the corpus too: counted as FreeSolv's
+    kept, counts = pretraining.chemicals_corpus_smiles(table, ["CCO", "C" * 10], ["OCC", "ClCC"])
+    assert kept == ["CCCCCCCCCO"]
+    assert counts == {
+        **{"rows": 5, "kept": 1, "too_large": 1, "freesolv": 1, "in_corpus": 1},
+        "unparsable": 1,  # the row of four fields
+    }
+
+
+def test_moses_smiles_read_a_plain_csv_with_or_without_its_header(tmp_path, monkeypatch):
+    pretraining = import_script("pretraining", monkeypatch)
+    with_header, without = tmp_path / "train.csv", tmp_path / "smiles.csv"
+    with_header.write_text("SMILES\nCCO\nc1ccccc1\n")
+    without.write_text("CCO\nc1ccccc1\n")
+    assert pretraining.moses_smiles(with_header) == ["CCO", "c1ccccc1"]
+    assert pretraining.moses_smiles(without) == ["CCO", "c1ccccc1"]
+
+
+def test_the_descriptor_corpus_keeps_the_columns_that_vary(tmp_path, monkeypatch):
+    pretraining = import_script("pretraining", monkeypatch)
+    from graphattn.featurize.descriptors import DESCRIPTOR_NAMES, molecule_descriptors
+
+    smiles = ["CCO", "not a smiles", "c1ccccc1O", "CCN"]
+    counts = pretraining.write_corpus(tmp_path / "corpus.csv", smiles)
+    with open(tmp_path / "corpus.csv") as handle:
+        header, *rows = list(csv.reader(handle))
+    values = np.stack([molecule_descriptors(parse_smiles(s)) for s in ("CCO", "c1ccccc1O", "CCN")])
+    varying = [
+        name for name, std in zip(DESCRIPTOR_NAMES, values.std(axis=0), strict=True) if std > 1e-3
+    ]
+    assert counts == {"molecules": 3, "unparsable": 1, "targets": varying}
+    assert header == ["smiles", *varying] and len(varying) < len(DESCRIPTOR_NAMES)
+    assert [row[0] for row in rows] == ["CCO", "c1ccccc1O", "CCN"]
+    columns = [DESCRIPTOR_NAMES.index(name) for name in varying]
+    written = np.array([[float(v) for v in row[1:]] for row in rows])
+    # 6 decimals (of float32 values: within 2e-6)
+    np.testing.assert_allclose(written, values[:, columns], rtol=0, atol=2e-6)
+
+
+def test_an_xtb_label_is_none_when_xtb_fails_or_any_energy_is_absurd(monkeypatch):
+    pretraining = import_script("pretraining", monkeypatch)
+    gfn2, gfn1 = ("GFN2-xTB", "alpb"), ("GFN1-xTB", "gbsa")
+    energies = {gfn2: -5.0, gfn1: -4.0}
+    monkeypatch.setattr(pretraining, "xtb_hydration_energies", lambda mol, models: energies)
+    assert pretraining._xtb_labels(("CCO", [gfn1, gfn2])) == [-4.0, -5.0]  # the models' order
+    energies[gfn1] = 2 * pretraining.PLAUSIBLE_KCAL
+    assert pretraining._xtb_labels(("CCO", [gfn2, gfn1])) is None
+    for error in (ValueError("no conformer"), RuntimeError("SCF did not converge")):
+
+        def failing(mol, models, error=error):
+            raise error
+
+        monkeypatch.setattr(pretraining, "xtb_hydration_energies", failing)
+        assert pretraining._xtb_labels(("CCO", [gfn2])) is None
+
+
+def _fake_training(runs: list):
+    """A stand-in for ``train_molecule_model`` that records its calls and trains nothing."""
+
+    def train(dataset, config, run_dir=None, dataset_name="custom", progress=True):
+        runs.append(dict(dataset=dataset, config=config, run_dir=run_dir, name=dataset_name))
+        rmse = float(len(runs))
+        val = [rmse] if run_dir is not None else rmse  # pretraining: one per target
+        return {"train_seconds": 5.0, "epochs_run": config.epochs, "val": {"rmse": val},
+                "test": {"rmse": rmse + 0.5}}  # fmt: skip
+
+    return train
+
+
+def test_pretrain_builds_its_corpus_and_config_from_the_arguments(data_dir, tmp_path, monkeypatch):
+    """pretrain() with the training faked: what reaches the corpus, the run and the record."""
+    pretraining = import_script("pretraining", monkeypatch)
+    runs = []
+    monkeypatch.setattr(pretraining, "train_molecule_model", _fake_training(runs))
+    rdkit = ["CCCO", "not a smiles", "CC(=O)[O-]", "CCCN"]
+    monkeypatch.setattr(pretraining, "corpus_smiles", lambda limit: rdkit[:limit])
+    table, train, labels = tmp_path / "table.tsv", tmp_path / "train.csv", tmp_path / "labels.csv"
+    table.write_text(_chemicals_row("NCCCCCCO") + _chemicals_row("ClCCCCCCN"))
+    train.write_text("SMILES\nOCC(F)CC#N\nC=CC(=O)OCC\n")  # one of them is read (the limit)
+    labels.write_text(
+        "smiles,xtb_hydration\nCCCO,-4.0\nNCCCCCCO,-9.5\nNCCCCCCCl,-6.4\n"
+        "N#CCC(F)CO,-8.0\nC=CC(=O)OCC,-3.5\n"  # CCCN has none
+    )
+    args = pretraining.parse_args(
+        [
+            *("--targets", "xtb", "--corpus", "rdkit+chemicals+moses"),
+            *("--chemicals-table", str(table), "--moses-file", str(train)),
+            *("--moses-molecules", "1", "--xtb-labels", str(labels)),
+            *("--pretrain-seed", "3", "--pretrain-epochs", "7", "--pretrain-lr", "3e-4"),
+            *("--pretrain-model", '{"dropout": 0}', "--pretrain-featurizer", '{"in_ring": false}'),
+            *("--data-dir", str(data_dir), "--out", str(tmp_path / "out")),
+        ]
+    )
+    args.out.mkdir()
+    record = pretraining.pretrain(args, "freesolv")
+    (run,) = runs
+    config = run["config"]
+    assert (config.seed, config.epochs, config.lr, config.model) == (3, 7, 3e-4, {"dropout": 0})
+    assert (config.batch_size, config.warmup_epochs) == (64, 2)
+    assert config.fractions == (0.9, 0.05, 0.05) and config.init_from is None
+    assert run["run_dir"] == args.out / "pretrained" and run["name"] == "rdkit-xtb"
+    featurizer = run["dataset"].featurizer
+    assert not featurizer.descriptors and not featurizer.in_ring  # the corpus: graph only
+    assert run["dataset"].smiles[-1] in {"N#CCC(F)CO", "C=CC(=O)OCC"}  # the MOSES one last
+    moses = record["corpus_sources"].pop("moses")
+    assert moses == {"molecules": 1, "rows": 1, "kept": 1}  # read no further
+    assert record == {
+        "run_dir": "pretrained",
+        "targets": "xtb",
+        "label_columns": ["xtb_hydration"],
+        "corpus_files": list(pretraining.CORPUS_FILES),
+        "corpus_sources": {
+            "rdkit": {"molecules": 4},
+            "chemicals": {"molecules": 2, "table": "table.tsv", "rows": 2, "kept": 2},
+        },
+        "seed": 3,
+        "molecules": 4,  # CCCO, the two chemicals molecules and the MOSES one
+        "skipped": 1,  # not a smiles
+        "not_freesolv_like": 1,  # the acetate
+        "xtb_failed": 1,  # CCCN: no label
+        "num_targets": 1,
+        "train_seconds": 5.0,
+        "epochs_run": 7,
+        "val_rmse_mean_over_targets": 1.0,
+    }
+
+
+def test_a_smoke_pretraining_cuts_the_corpus_and_the_epochs(data_dir, tmp_path, monkeypatch):
+    pretraining = import_script("pretraining", monkeypatch)
+    runs, limits = [], []
+    monkeypatch.setattr(pretraining, "train_molecule_model", _fake_training(runs))
+    monkeypatch.setattr(pretraining, "corpus_smiles", lambda limit: limits.append(limit) or [])
+    # 57 rows, 47 of them new FreeSolv-like molecules: more than a smoke run labels
+    candidates = [f"{'C' * n}{end}" for n in range(2, 21) for end in ("CN", "CS", "CC#N")]
+    table, labels = tmp_path / "table.tsv", tmp_path / "labels.csv"
+    table.write_text("".join(map(_chemicals_row, candidates)))
+    labels.write_text("smiles,xtb_hydration\n" + "".join(f"{s},-1.0\n" for s in candidates))
+    args = pretraining.parse_args(
+        [
+            *("--smoke", "--targets", "xtb", "--corpus", "rdkit+chemicals"),
+            *("--chemicals-table", str(table), "--xtb-labels", str(labels)),
+            *("--pretrain-epochs", "7", "--data-dir", str(data_dir), "--out", str(tmp_path)),
+        ]
+    )
+    record = pretraining.pretrain(args, "freesolv")
+    assert limits == [pretraining.SMOKE_XTB_MOLECULES]
+    assert record["corpus_sources"]["chemicals"]["molecules"] == pretraining.SMOKE_XTB_MOLECULES
+    assert record["molecules"] == pretraining.SMOKE_XTB_MOLECULES
+    assert runs[0]["config"].epochs == record["epochs_run"] == pretraining.SMOKE_EPOCHS
+
+
+def test_fine_tuning_trains_each_seed_from_scratch_and_from_the_encoder(
+    data_dir, tmp_path, monkeypatch
+):
+    pretraining = import_script("pretraining", monkeypatch)
+    from graphattn.train.molecules import MoleculeTrainConfig, dataset_train_settings
+
+    runs = []
+    monkeypatch.setattr(pretraining, "train_molecule_model", _fake_training(runs))
+    args = pretraining.parse_args(
+        [
+            *("--smoke", "--seeds", "4", "5", "--pretrain-featurizer", '{"contributions": true}'),
+            *("--data-dir", str(data_dir), "--out", str(tmp_path)),
+        ]
+    )
+    payload = {"runs": []}
+    pretraining.fine_tune(args, "freesolv", "/runs/pretrained", payload)
+    scratch = {**dataset_train_settings("freesolv", scratch=True), "epochs": 2}
+    tuned = {**dataset_train_settings("freesolv"), "epochs": 2}
+    assert [run["config"] for run in runs] == [
+        MoleculeTrainConfig(**{**scratch, "seed": 4, "init_from": None}),
+        MoleculeTrainConfig(**{**tuned, "seed": 4, "init_from": "/runs/pretrained"}),
+        MoleculeTrainConfig(**{**scratch, "seed": 5, "init_from": None}),
+        MoleculeTrainConfig(**{**tuned, "seed": 5, "init_from": "/runs/pretrained"}),
+    ]
+    assert runs[0]["config"].model == {} and runs[1]["config"].model == {"dropout": 0.0}
+    assert all(run["name"] == "freesolv" and run["run_dir"] is None for run in runs)
+    dataset = runs[0]["dataset"]
+    assert len(dataset) == pretraining.SMOKE_MOLECULES and dataset.featurizer.contributions
+    records = [
+        (r["variant"], r["seed"], r["val"]["rmse"], r["test"]["rmse"]) for r in payload["runs"]
+    ]
+    assert records == [
+        ("scratch", 4, 1.0, 1.5),
+        ("pretrained", 4, 2.0, 2.5),
+        ("scratch", 5, 3.0, 3.5),
+        ("pretrained", 5, 4.0, 4.5),
+    ]
+    written = json.loads((tmp_path / "pretraining.json").read_text())
+    assert len(written["runs"]) == 4  # saved after each run
+
+
+def test_the_pretraining_markdown_reports_the_corpus_and_each_start(monkeypatch):
+    pretraining = import_script("pretraining", monkeypatch)
+    pre = {
+        "targets": "xtb",
+        "label_columns": ["xtb_hydration", "xtb_gfn1_gbsa"],
+        "corpus_sources": {"rdkit": {}, "chemicals": {}},
+        "molecules": 12345,
+        "skipped": 3,
+        "not_freesolv_like": 5,
+        "xtb_failed": 7,
+        "epochs_run": 60,
+        "train_seconds": 123.4,
+        "seed": 2,
+    }
+    machine = {"cpu_model": "cpu", "usable_cores": 2, "torch_threads": 1}
+    runs = [
+        {"dataset": "freesolv", "variant": variant, "seed": seed, "val": {"rmse": val},
+         "test": {"rmse": test}}
+        for variant, seed, val, test in (
+            ("scratch", 0, 1.0, 1.5), ("pretrained", 0, 0.5, 0.75),
+            ("scratch", 1, 2.0, 2.5), ("pretrained", 1, 0.25, 0.25),
+        )
+    ]  # fmt: skip
+    summary = [
+        {"dataset": "freesolv", "variant": "scratch", "rmse": {"mean": 2.0}},
+        {"dataset": "freesolv", "variant": "pretrained", "rmse": {"mean": 0.5}},
+    ]
+    payload = {"pretraining": pre, "machine": machine, "settings": {"smoke": False}}
+    markdown = pretraining.render_markdown({**payload, "runs": runs, "summary": summary})
+    assert markdown.startswith("# xTB pretraining, then fine-tuning")
+    assert (
+        "Pretrained on 12,345 RDKit-shipped and chemicals-table molecules (3 skipped; 5 not "
+        "FreeSolv-like, xTB failed on 7) to predict the xTB hydration energies xtb_hydration, "
+        "xtb_gfn1_gbsa: 60 epochs, 123 s, seed 2." in markdown
+    )
+    assert "| test RMSE, seeds [0, 1] |" in markdown
+    assert "| freesolv | scratch | 1.500 | **2.000** | 1.500, 2.500 |" in markdown
+    assert "| freesolv | pretrained | 0.375 | **0.500** | 0.750, 0.250 |" in markdown
+
+
+def test_the_chemicals_corpus_needs_freesolv_even_when_fine_tuning_on_esol(
+    data_dir, tmp_path, monkeypatch, capsys
+):
+    pretraining = import_script("pretraining", monkeypatch)
+    only_esol = _esol_only(data_dir, tmp_path)
+    _offline(monkeypatch, tmp_path)
+    argv = [
+        *("--targets", "xtb", "--corpus", "rdkit+chemicals", "--datasets", "esol"),
+        *("--data-dir", str(only_esol), "--out", str(tmp_path / "out")),
+    ]
+    assert pretraining.run_main(lambda: pretraining.main(argv)) == 2
+    assert "data set 'freesolv'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # stopped before any work
 
 
 def test_xtb_labels_compares_each_model_with_freesolv_experiment(data_dir, tmp_path):
@@ -996,12 +1268,8 @@ def test_a_missing_data_set_stops_a_script_at_its_start_with_one_error_line(
 ):
     # the ablation ran every ESOL variant, then died with a traceback on facebook-pages
     script = import_script("ablation", monkeypatch)
-    only_esol = tmp_path / "data"
-    only_esol.mkdir()
-    (only_esol / "esol").symlink_to(data_dir / "esol")
-    monkeypatch.delenv("GRAPHATTN_DATA", raising=False)
-    monkeypatch.setenv("GRAPHATTN_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr("graphattn.datasets.files._download", _no_download)
+    only_esol = _esol_only(data_dir, tmp_path)
+    _offline(monkeypatch, tmp_path)
     monkeypatch.setattr(script, "ablate_esol", lambda *a: pytest.fail("ESOL ran"))
     argv = ["--tasks", "esol", "facebook", "--data-dir", str(only_esol), "--out", str(tmp_path)]
     assert script.run_main(lambda: script.main(argv)) == 2
@@ -1012,6 +1280,21 @@ def test_a_missing_data_set_stops_a_script_at_its_start_with_one_error_line(
 
 def _no_download(card, timeout):
     raise OSError("no network in this test")
+
+
+def _offline(monkeypatch, tmp_path) -> None:
+    """No data folder from the environment, an empty cache and no network."""
+    monkeypatch.delenv("GRAPHATTN_DATA", raising=False)
+    monkeypatch.setenv("GRAPHATTN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr("graphattn.datasets.files._download", _no_download)
+
+
+def _esol_only(data_dir, tmp_path):
+    """A data folder holding ESOL (linked from the shared one) and nothing else."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "esol").symlink_to(data_dir / "esol")
+    return folder
 
 
 @pytest.mark.parametrize(
@@ -1062,6 +1345,492 @@ def test_ablation_plot_marks_the_default_only_when_it_ran(monkeypatch):
         script._plot_panel(ax, results, "test", "test RMSE", "esol")
         assert sum(line.get_linestyle() == ":" for line in ax.get_lines()) == dotted
         plt.close(fig)
+
+
+def test_auto_choice_table_counts_the_sizes_within_10_percent_and_the_right_choices(
+    monkeypatch,
+):
+    from graphattn.bench.analysis import auto_vs_best
+
+    script = import_script("auto_choice", monkeypatch)
+
+    def case(group: str, impl: str, ms: float | None, **extra) -> dict:
+        if ms is None:
+            return {"group": group, "impl": impl, "status": "skipped", "reason": "budget"}
+        return {"group": group, "impl": impl, "status": "ok", "median_seconds": ms / 1e3, **extra}
+
+    paired = [  # a: dense is faster, auto ran sparse 5% slower; b: no dense, auto sparse
+        *(case("a", impl, ms) for impl, ms in (("fused", 2.0), ("reference", 3.0), ("dense", 1.0))),
+        case("a", "auto", 1.05, auto_choice="sparse"),
+        *(
+            case("b", impl, ms)
+            for impl, ms in (("fused", 4.0), ("reference", 5.0), ("dense", None))
+        ),
+        case("b", "auto", 4.2, auto_choice="sparse"),
+    ]
+    payload = {"machine": FAKE_MACHINE, "smoke": False, "rounds": 12, "paired": paired}
+    payload["comparisons"] = auto_vs_best(paired)
+    text = script.render_markdown(payload)
+    assert "Median of 12 interleaved forward + backward passes, ms" in text
+    assert (
+        "within 10% of the faster mode in **2/2** sizes; it chose the faster mode in 1/2." in text
+    )
+    assert "| a | 2.00 | 3.00 | 1.00 | 1.05 | sparse | dense | 1.050 | yes |" in text
+    assert "| b | 4.00 | 5.00 | — | 4.20 | sparse | sparse | 1.050 | yes |" in text
+    assert "1 of 8 implementation/size pairs not timed." in text
+
+
+def test_kernel_crossover_rows_hold_the_median_times_their_ratios_and_the_auto_kernel(
+    monkeypatch, tmp_path
+):
+    from graphattn.bench.inputs import random_graph
+
+    script = import_script("kernel_crossover", monkeypatch)
+    monkeypatch.setattr(script, "machine_info", lambda: dict(FAKE_MACHINE))
+    # 7,000 nodes, in-degree 10 + self-loops: E'·H·D = 77,000 x 64, over the Numba size
+    graph = ("big", random_graph(7000, 10), 7000, None)
+    monkeypatch.setattr(script, "graphs", lambda args: [graph])
+    samples = {"fused": [1.0, 2.0, 9.0], "gather": [4.0] * 3, "reference": [16.0] * 3}
+    samples["numba"] = [1.0, 1.0, 4.0]
+    repeats = []
+
+    def interleaved_ms(prepares, count, warmup, *rest) -> dict[str, list[float]]:
+        repeats.append(count)
+        return {name: samples[name] for name in prepares}
+
+    monkeypatch.setattr(script, "interleaved_ms", interleaved_ms)
+    assert script.main(["--smoke", "--out", str(tmp_path)]) == 0
+    assert repeats == [2, 2]  # --smoke: 2 timed passes
+    rows = json.loads((tmp_path / "kernel_crossover.json").read_text())["rows"]
+    numba = "numba" in script.KERNELS
+    for row, edge_features in zip(rows, (False, True), strict=True):
+        assert row["edge_features"] is edge_features
+        assert row["allowed_pairs"] == 77_000 and row["size_EHD"] == 77_000 * 64
+        assert (row["fused_ms"], row["gather_ms"], row["reference_ms"]) == (2.0, 4.0, 16.0)
+        assert row["fused_over_reference"] == 0.125 and row["fused_over_gather"] == 0.5
+        assert row["gather_over_reference"] == 0.25
+        assert row.get("numba_over_gather") == (0.25 if numba else None)
+    # over the Numba (or plain fused) size without edge features; Numba or gather with
+    assert [r["auto_chooses"] for r in rows] == ["fused", "numba" if numba else "gather"]
+    text = (tmp_path / "kernel_crossover.md").read_text()
+    cells = "1.00 | 0.25" if numba else "- | -"
+    assert f"| big | yes | 4.93M | 2.00 | 4.00 | 16.00 | 0.50 | 0.25 | {cells} |" in text
+
+
+def _fake_steps(names) -> dict[str, list[float]]:
+    steps = {name: [1.0] * 4 for name in names}
+    steps["pyg"] = [10.0, 20.0, 30.0, 40.0]
+    steps["graphattn"] = [5.0, 10.0, 30.0, 20.0]
+    steps["graphattn_no_attention"] = [2.0] * 4
+    steps["graphattn_projections_only"] = [4.0] * 4
+    steps["pyg_no_attention"] = [3.0] * 4
+    return steps
+
+
+def test_training_step_breakdown_medians_ratios_and_attention_times(monkeypatch, tmp_path):
+    script = import_script("training_step_breakdown", monkeypatch)
+    monkeypatch.setattr(script, "machine_info", lambda: dict(FAKE_MACHINE))
+    monkeypatch.setattr(script, "load_esol", lambda *a, **k: ([], []))
+    monkeypatch.setattr(script, "esol_batches", lambda *a: (["batch"], 1, 1))
+    monkeypatch.setattr(script, "build", lambda name, *a: name)
+    monkeypatch.setattr(script, "interleaved_steps_ms", lambda models, b, n: _fake_steps(models))
+    monkeypatch.setattr(script, "component_ms", lambda *a: {})
+    monkeypatch.setattr(script, "layer_ms", lambda *a: {})
+    assert script.main(["--repeats", "2", "--rounds", "2", "--out", str(tmp_path)]) == 0
+    payload = json.loads((tmp_path / "training_step_breakdown.json").read_text())
+    assert payload["median_step_ms"]["graphattn"] == 15.0 and payload["median_step_ms"]["pyg"] == 25
+    assert payload["rounds_ms"]["pyg"] == [15.0, 35.0]  # blocks of --repeats steps
+    assert payload["rounds_ms"]["graphattn"] == [7.5, 25.0]
+    assert payload["over_pyg"]["graphattn"] == 15 / 25  # of the medians
+    assert payload["paired_over_pyg"]["graphattn"] == 0.5  # median of the step ratios
+    assert payload["attention_ms"] == {
+        "graphattn": 13.0,
+        "graphattn_projections_only": 2.0,
+        "pyg": 22.0,
+    }
+
+
+def test_training_step_breakdown_models_differ_in_what_they_say(data_dir, monkeypatch):
+    from torch import nn
+
+    from graphattn.bench.inputs import esol_batches, load_esol
+    from graphattn.nn.dropout import Dropout
+
+    script = import_script("training_step_breakdown", monkeypatch)
+    smiles, targets = load_esol(data_dir, download=False)
+    (batch,), atom_dim, bond_dim = esol_batches(smiles[:8], targets[:8], 8, 1)
+    models = {name: script.build(name, atom_dim, bond_dim) for name in script.MODELS}
+    kernels = {n: {b.attention.kernel for b in models[n].layers} for n in ("graphattn",)}
+    assert kernels["graphattn"] != {"reference"}
+    assert {b.attention.kernel for b in models["graphattn_reference_kernel"].layers} == {
+        "reference"
+    }
+    for name, model in models.items():
+        dropouts = {type(m) for m in model.modules() if isinstance(m, (nn.Dropout, Dropout))}
+        if name == "pyg_graphattn_dropout":
+            assert dropouts == {Dropout}
+        elif name.startswith("pyg"):
+            assert dropouts == {nn.Dropout}
+    # the projections-only stand-in still adds the edge terms (one scatter)
+    layer = models["graphattn_projections_only"].layers[0].attention
+    assert isinstance(layer, script.ProjectionsOnly) and layer.attention.edge_dim
+    torch.manual_seed(0)
+    x = torch.randn(batch.x.size(0), layer.attention.in_channels)
+    edge_attr = torch.randn(batch.edge_index.size(1), layer.attention.edge_dim)
+    with torch.no_grad():
+        plain = layer(x, batch.edge_index, edge_attr, batch.batch)
+        doubled = layer(x, batch.edge_index, 2 * edge_attr, batch.batch)
+    assert not torch.allclose(plain, doubled)
+
+
+def test_training_step_breakdown_times_the_layer_with_and_without_self_loops(monkeypatch):
+    import graphattn.nn.attention as attention
+    from graphattn.bench.inputs import random_graph
+
+    script = import_script("training_step_breakdown", monkeypatch)
+    self_loops = []
+
+    class Recording(attention.GraphSelfAttention):
+        def __init__(self, *args, **kwargs):
+            self_loops.append(kwargs.get("add_self_loops", True))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(attention, "GraphSelfAttention", Recording)
+    times = [1.0, 3.0, 2.0]
+    monkeypatch.setattr(script, "interleaved_ms", lambda p, n, warmup: {k: times for k in p})
+    batch = Data(x=torch.zeros(6, 3), edge_index=random_graph(6, 2))
+    assert script.layer_ms(batch, 1) == {
+        "graphattn": 2.0,
+        "graphattn_no_self_loops": 2.0,
+        "pyg_transformer_conv": 2.0,
+    }
+    assert self_loops == [True, False]
+
+
+def test_ensemble_spread_target_summary_ranks_the_worst_and_the_top_tenth(tmp_path, monkeypatch):
+    spread = import_script("ensemble_spread", monkeypatch)
+    std = [i / 100 for i in range(30)]
+    std[27], std[29], std[16] = 0.9, 0.5, 0.5  # the worst (29) ties with 16, after 27
+    rows = [
+        {"smiles": f"C{i}", "y": "0.0", "pred_y": str(i / 10), "std_y": str(std[i])}
+        for i in range(30)
+    ]
+    rows += [{"smiles": "N", "y": value, "pred_y": "9", "std_y": "0"} for value in ("", "nan")]
+    summary = spread.target_summary(rows, "y")
+    errors = np.arange(30) / 10
+    assert summary["num_molecules"] == 30  # the unlabelled rows are left out
+    assert summary["rmse"] == pytest.approx(float(np.sqrt(np.mean(errors**2))))
+    assert summary["mean_std"] == pytest.approx(float(np.mean(std)))
+    assert summary["worst"] == {
+        "smiles": "C29",
+        "measured": 0.0,
+        "predicted": 2.9,
+        "std": 0.5,
+        "std_rank": 2,  # one larger spread; the tie does not count
+    }
+    # errors' top three {27, 28, 29}; spread's {27, 29, 16}
+    assert summary["top_tenth_overlap"] == "2/3"
+    metrics = {"dataset": "esol", "seed": 3, "ensemble_size": 3, "target_cols": ["y"]}
+    (tmp_path / "metrics.json").write_text(json.dumps({**metrics, "ensemble_spread": {}}))
+    header = "smiles,y,pred_y,std_y\n"
+    lines = [f"{r['smiles']},{r['y']},{r['pred_y']},{r['std_y']}\n" for r in rows]
+    (tmp_path / "predictions.csv").write_text(header + "".join(lines))
+    run = spread.run_summary(tmp_path)
+    assert {k: run[k] for k in ("dataset", "seed", "ensemble_size")} == {
+        "dataset": "esol",
+        "seed": 3,
+        "ensemble_size": 3,
+    }
+    assert run["targets"]["y"] == summary
+
+
+def test_featurizer_throughput_takes_the_median_of_the_timed_passes(monkeypatch, capsys):
+    script = import_script("featurizer_throughput", monkeypatch)
+    monkeypatch.setattr(script, "dataset_smiles", lambda name, data_dir: ["C"] * 10)
+    monkeypatch.setattr(script, "describe_machine", lambda: {})
+    # the warm-up pass of each (100 s), then 3 timed passes each, taking turns
+    seconds = [100.0, 100.0, 1.0, 5.0, 4.0, 8.0, 2.0, 4.0]
+    calls = []
+
+    def seconds_per_pass(featurize, smiles):
+        calls.append("pyg" if featurize is script.from_smiles else "graphattn")
+        return seconds[len(calls) - 1]
+
+    monkeypatch.setattr(script, "seconds_per_pass", seconds_per_pass)
+    monkeypatch.setattr("sys.argv", ["featurizer_throughput.py", "--repeats", "3"])
+    assert script.main() == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert calls == ["graphattn", "pyg"] * 4
+    assert payload["graphattn_mols_per_s"] == 5.0 and payload["pyg_from_smiles_mols_per_s"] == 2.0
+    assert payload["ratio"] == 2.5 and payload["n_molecules"] == 10 and payload["repeats"] == 3
+
+
+class _FakeFreeSolv:
+    smiles = ["C", "CC", "CCC", "CCCC"]
+    experiment = [-1.0, -2.0, -4.0, -5.0]
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i):
+        return Data(y=torch.tensor([self.experiment[i]]))
+
+
+def test_xtb_labels_uses_the_molecules_with_every_value_and_lists_the_failures(
+    monkeypatch, tmp_path
+):
+    script = import_script("xtb_labels", monkeypatch)
+    dataset = _FakeFreeSolv()
+    monkeypatch.setattr(script, "load_molecule_dataset", lambda *a, **k: dataset)
+    shift = {0: 0.0, 2: 0.3, 3: -0.6}  # per conformer seed, times the molecule's size
+
+    def energies(mol, models, seed):
+        i = mol.GetNumAtoms() - 1
+        if i == 3 and seed == 2:
+            raise RuntimeError("no convergence")
+        x = dataset.experiment[i]
+        values = [x, 2 * x + 1]  # GFN2 on the experiment, GFN1 on a line through it
+        return {m: v + shift[seed] * (i + 1) for m, v in zip(models, values, strict=True)}
+
+    monkeypatch.setattr(script, "xtb_hydration_energies", energies)
+    argv = ["--models", "GFN2-xTB/alpb", "GFN1-xTB/gbsa", "--conformers", "3"]
+    args = script.parse_args([*argv, "--workers", "1", "--out", str(tmp_path)])
+    result = script.run(args)
+    assert (result["molecules"], result["molecules_used"], result["conformers"]) == (4, 3, 3)
+    assert result["conformer_seeds"] == [0, 2, 3]
+    assert result["failures"] == [
+        {"smiles": "CCCC", "conformer_seed": 2, "error": "RuntimeError: no convergence"}
+    ]
+    experiment = np.array([-1.0, -2.0, -4.0])
+    size = np.array([1.0, 2.0, 3.0])
+    for name, first in (("GFN2-xTB/alpb", experiment), ("GFN1-xTB/gbsa", 2 * experiment + 1)):
+        model = result["models"][name]
+        assert model["conformer_0"] == pytest.approx(script.agreement(first, experiment))
+        mean = first - 0.1 * size
+        assert model["conformer_mean"] == pytest.approx(script.agreement(mean, experiment))
+        # each molecule's sample std over its conformers (0, 0.3, -0.6) x size, pooled
+        pooled = np.sqrt(np.mean((np.std([0.0, 0.3, -0.6], ddof=1) * size) ** 2))
+        assert model["conformer_spread"] == pytest.approx(pooled)
+    gfn1 = result["models"]["GFN1-xTB/gbsa"]
+    assert gfn1["conformer_0"]["mae"] == pytest.approx(4 / 3)  # errors 0, 1, 3
+    assert gfn1["conformer_0"]["fit_rmse"] == pytest.approx(0, abs=1e-9)
+    assert gfn1["conformer_mean"]["fit_rmse"] > 0.005  # the mean is off the line
+    payload = {
+        "machine": FAKE_MACHINE,
+        "settings": {"smoke": False, "workers": 1},
+        "result": result,
+    }
+    text = script.render_markdown(payload)
+    assert "3 of 4 molecules (every model and conformer computed), 1 failed conformers" in text
+    c0, cm = gfn1["conformer_0"], gfn1["conformer_mean"]
+    cells = [c0["rmse"], c0["pearson_r"], c0["fit_rmse"], cm["rmse"], cm["fit_rmse"]]
+    row = " | ".join(f"{v:.3f}" for v in [*cells, gfn1["conformer_spread"]])
+    assert f"| GFN1-xTB/gbsa | {row} |" in text
+    assert "RMSE, mean of 3 conformers" in text
+    # one molecule left: no line to fit, the script stops and says why
+    monkeypatch.setattr(script, "xtb_hydration_energies", _only_methane)
+    with pytest.raises(SystemExit, match="xTB gave every value for only 1 molecules"):
+        script.run(args)
+
+
+def _only_methane(mol, models, seed):
+    if mol.GetNumAtoms() > 1:
+        raise ValueError("no 3D embedding")
+    return {m: -1.0 for m in models}
+
+
+# ------------------------------------------------------------------------------- ablation
+
+
+def test_ablation_variants_change_one_factor_from_the_librarys_settings(monkeypatch):
+    script = import_script("ablation", monkeypatch)
+    from graphattn.train.molecules import DATASET_DEFAULTS, MoleculeTrainConfig
+
+    assert [v.name for v in script.VARIANTS] == [
+        "default",
+        "pe=lap",
+        "pe=rw",
+        "hops=2",
+        "hops=3",
+        "attend=global",
+        "attend=hybrid",
+        "normalize=relu",
+    ]
+    attention = {v.name: v.attention() for v in script.VARIANTS}
+    assert attention == {
+        "default": {},
+        "pe=lap": {},
+        "pe=rw": {},
+        "hops=2": {"hops": 2},
+        "hops=3": {"hops": 3},
+        "attend=global": {"attend": "global"},
+        "attend=hybrid": {},  # a layer type, not an attention option
+        "normalize=relu": {"normalize": "relu"},
+    }
+    # ESOL: its tuned settings, one model instead of the ensemble, the change on top
+    base = DATASET_DEFAULTS["esol"]["model"]
+    model = {v.name: script.esol_config(v, 4, None).model for v in script.VARIANTS}
+    assert model["default"] == base and model["pe=rw"] == {**base, "pe": "rw"}
+    assert model["attend=hybrid"] == {**base, "layer_type": "hybrid"}
+    assert model["hops=3"] == {**base, "attention": {"hops": 3}}
+    assert model["normalize=relu"] == {**base, "attention": {"normalize": "relu"}}
+    config = script.esol_config(script.VARIANTS[0], 4, None)
+    assert config.seed == 4 and config.ensemble == 1
+    assert config.epochs == MoleculeTrainConfig().epochs
+    assert script.esol_config(script.VARIANTS[0], 4, 7).epochs == 7
+    facebook = script.facebook_config(2, 5, script.VARIANTS[4])
+    assert (facebook.seed, facebook.epochs, facebook.attention) == (2, 5, {"hops": 3})
+
+
+def test_ablation_smoke_settings_keep_what_was_asked(monkeypatch):
+    script = import_script("ablation", monkeypatch)
+    args = script.parse_args([])
+    assert (args.epochs, args.pair_limit, args.variants) == (None, 2e7, None)
+    args = script.parse_args(["--smoke"])
+    assert (args.epochs, args.pair_limit) == (1, 2e5)
+    args = script.parse_args(["--smoke", "--epochs", "3", "--pair-limit", "1e3"])
+    assert (args.epochs, args.pair_limit) == (3, 1e3)  # --smoke only lowers them
+
+
+def test_ablation_counts_khop_pairs_exactly_block_by_block(monkeypatch):
+    from graphattn.bench.inputs import random_graph
+    from graphattn.ops.khop import khop_edges
+
+    script = import_script("ablation", monkeypatch)
+    monkeypatch.setattr(script, "PAIR_BLOCK_ROWS", 7)  # 40 nodes: 6 blocks
+    torch.manual_seed(0)
+    edges = torch.cat([random_graph(40, 2), torch.tensor([[3, 3, 5], [3, 8, 8]])], 1)
+    within = {h: khop_edges(edges, 40, h)[0].size(1) for h in (1, 2, 3)}
+    assert within[1] < within[2] < within[3] < 40 * 39  # the hops add pairs
+    for hops in (1, 2, 3):
+        assert script.count_khop_pairs(edges, 40, hops, math.inf) == (within[hops], True)
+        assert script.count_khop_pairs(edges, 40, hops, within[hops]) == (within[hops], True)
+    # past the limit: a lower bound above it, flagged as not exact
+    count, exact = script.count_khop_pairs(edges, 40, 3, within[3] - 1)
+    assert within[3] - 1 < count <= within[3] and not exact
+    assert script.count_khop_pairs(edges, 40, 3, within[2] - 1) == (within[2], False)
+    data = Data(edge_index=edges, num_nodes=40)
+    for attend in ("global", "hybrid"):
+        variant = script.Variant("attend", attend=attend)
+        assert script.attention_pairs(variant, data, 10) == (40 * 39, True)
+    assert script.attention_pairs(script.Variant("hops", hops=2), data, 1e9) == (within[2], True)
+
+
+def test_ablation_skips_a_facebook_variant_with_the_reason(monkeypatch):
+    script = import_script("ablation", monkeypatch)
+    default, hops, glob, hybrid = (script.VARIANTS[i] for i in (0, 4, 5, 6))
+    assert script.skip_reason(glob, 1500 * 1499, True, 2e5) == (
+        "global attention, N(N-1) = 2.25e+06 pairs > limit 2e+05"
+    )
+    assert script.skip_reason(hops, 412_345, False, 4e5) == (
+        "attention = at least 4.12e+05 pairs > limit 4e+05"
+    )
+    assert script.skip_reason(default, 400_000, True, 4e5) is None  # at the limit: runs
+    assert script.skip_reason(hops, 400_000, True, 4e5) is None
+    assert script.skip_reason(hybrid, 100, True, 4e5) == "the node model has no layer_type option"
+
+
+def _ablation_graph(num_nodes: int = 40) -> Data:
+    ring = torch.arange(num_nodes)
+    edges = torch.stack([ring, (ring + 1) % num_nodes])
+    edges = torch.cat([edges, edges.flip(0), torch.tensor([[0, 20], [20, 0]])], 1)
+    torch.manual_seed(0)
+    return Data(x=torch.randn(num_nodes, 5), edge_index=edges, y=ring % 2, num_nodes=num_nodes)
+
+
+def _fake_node_training(calls: list):
+    def train(data, masks, config, dataset_name, progress):
+        calls.append((data, masks, config))
+        assert dataset_name == "facebook-pages" and not progress
+        test = {"accuracy": 0.5 + config.seed / 10, "macro_f1": 0.4}
+        return {"test": test, "train_seconds": 6.0, "epochs_run": 3, "best_epoch": 1}
+
+    return train
+
+
+def test_ablation_facebook_runs_add_the_pe_columns_and_follow_each_seed(monkeypatch):
+    import argparse
+
+    from graphattn.splits.nodes import node_split_masks
+
+    script = import_script("ablation", monkeypatch)
+    data = _ablation_graph()
+    lap, rw = script.node_pe("lap", data), script.node_pe("rw", data)
+    assert lap.shape == rw.shape == (40, 8)
+    assert (lap**2).mean(0) == pytest.approx(torch.ones(8), abs=1e-4)  # unit mean square
+    assert rw.mean(0) == pytest.approx(torch.zeros(8), abs=1e-5)
+    assert rw.std(0)[rw.std(0) > 0] == pytest.approx(torch.ones(8)[rw.std(0) > 0], abs=1e-4)
+    calls: list = []
+    monkeypatch.setattr(script, "train_node_model", _fake_node_training(calls))
+    args = argparse.Namespace(seeds=[0, 3], epochs=2, facebook_epochs=None)
+    runs = script._facebook_runs(data, script.Variant("pe", pe="rw"), args)
+    assert [(r["seed"], r["accuracy"], r["seconds_per_epoch"]) for r in runs] == [
+        (0, 0.5, 2.0),  # 6 s over the 3 epochs run (not the best epoch's 1)
+        (3, pytest.approx(0.8), 2.0),
+    ]
+    for seed, (used, masks, config) in zip((0, 3), calls, strict=True):
+        assert torch.equal(used.x, torch.cat([data.x, rw], 1))
+        assert (config.seed, config.epochs) == (seed, 2)
+        expected = node_split_masks(data.y, fractions=config.fractions, seed=seed)
+        for got, want in zip(masks.values(), expected, strict=True):
+            assert torch.equal(got, want)
+    args = argparse.Namespace(seeds=[0], epochs=2, facebook_epochs=5)
+    script._facebook_runs(data, script.VARIANTS[0], args)
+    assert calls[-1][2].epochs == 5 and torch.equal(calls[-1][0].x, data.x)
+
+
+def test_ablation_runs_the_chosen_variants_and_reports_each(monkeypatch, tmp_path):
+    script = import_script("ablation", monkeypatch)
+    monkeypatch.setattr(script, "machine_info", lambda: dict(FAKE_MACHINE))
+    monkeypatch.setattr(script, "require_datasets", lambda *a: None)
+    monkeypatch.setattr(script, "load_molecule_dataset", lambda *a, **k: "esol data")
+    monkeypatch.setattr(script, "facebook_graph", lambda args: _ablation_graph())
+    monkeypatch.setattr(script, "train_node_model", _fake_node_training([]))
+    esol = {"default": [1.0, 1.2], "hops=2": [0.8, 0.9], "attend=global": [1.3, 1.5]}
+
+    def run_esol(dataset, variant, seed, epochs):
+        assert dataset == "esol data" and epochs == 3
+        metrics = {"rmse": esol[variant.name][seed], "mae": 0.5, "r2": 0.9}
+        run = {"test": metrics, "train_seconds": 4.0, "epochs_run": 2, "best_epoch": 2}
+        return script._run_record(seed, run, ("rmse", "mae", "r2"))
+
+    monkeypatch.setattr(script, "run_esol", run_esol)
+    argv = ["--variants", "hops=2", "default", "attend=global", "--epochs", "3"]
+    argv += ["--seeds", "0", "1", "--pair-limit", "1000", "--out", str(tmp_path)]
+    assert script.main(argv) == 0
+    payload = json.loads((tmp_path / "ablation.json").read_text())
+    assert payload["complete"] and (tmp_path / "ablation.png").stat().st_size > 0
+    assert [v["name"] for v in payload["settings"]["variants"]] == [
+        "default",
+        "hops=2",
+        "attend=global",
+    ]
+    results = {(r["task"], r["variant"]): r for r in payload["results"]}
+    assert list(results) == [
+        ("esol", "default"),
+        ("esol", "hops=2"),
+        ("esol", "attend=global"),
+        ("facebook", "default"),
+        ("facebook", "hops=2"),
+        ("facebook", "attend=global"),
+    ]
+    glob = results[("facebook", "attend=global")]
+    assert glob["status"] == "skipped" and glob["runs"] == [] and glob["test"]["n"] == 0
+    assert (glob["pairs"], glob["pairs_exact"]) == (40 * 39, True)
+    assert results[("facebook", "hops=2")]["status"] == "ok"
+    assert results[("esol", "hops=2")]["test"]["mean"] == pytest.approx(0.85)
+    assert results[("esol", "default")]["seconds_per_epoch"]["mean"] == 2.0
+    text = (tmp_path / "ablation.md").read_text()
+    assert "Maximum epochs: ESOL 3, facebook 3 (early stopping" in text
+    assert "| hops=2 | 0.850 ± 0.071 | -0.250 | 2.00 ± 0.00 | 2.0 |  |" in text
+    assert "| default | 1.100 ± 0.141 | — | 2.00 ± 0.00 | 2.0 |  |" in text
+    assert "| attend=global | 1.400 ± 0.141 | +0.300 | 2.00 ± 0.00 | 2.0 |  |" in text  # ESOL
+    assert "| attend=global | — | — | — | — | skipped: global attention, N(N-1) = 1.56e+03" in text
+    assert "| hops=2 | 0.550 ± 0.071 | +0.000 | 2.00 ± 0.00 | 3.0 | 170 pairs |" in text
+    settings = {"epochs": None, "facebook_epochs": 40}
+    assert script._epoch_line(settings).startswith(
+        "Maximum epochs: ESOL library default, facebook 40"
+    )
 
 
 # --------------------------------------------------------------------------- shared helpers
@@ -1128,3 +1897,248 @@ def test_positive_int_and_smoke_setup(monkeypatch, tmp_path):
     args = argparse.Namespace(threads=None, smoke=False, seeds=[3, 4, 5], out=tmp_path / "o")
     common.setup(args)
     assert args.seeds == [3, 4, 5]
+
+
+def test_common_arguments_and_setup_honour_the_threads(monkeypatch, tmp_path):
+    import argparse
+    import logging
+
+    common = import_script("_common", monkeypatch)
+    parser = argparse.ArgumentParser()
+    common.add_common_args(parser, seeds=(0, 1, 2))
+    args = parser.parse_args([])
+    assert args.out == common.Path("bench_out")  # not the working folder
+    assert args.seeds == [0, 1, 2] and args.threads is None and not args.smoke
+    assert common.positive_int(" 2 ") == 2  # int() reads surrounding spaces
+    graphattn_log = logging.getLogger("graphattn")
+    threads, level = torch.get_num_threads(), graphattn_log.level
+    try:
+        common.setup(argparse.Namespace(threads=3, smoke=False, out=tmp_path / "o"))
+        assert torch.get_num_threads() == 3  # --threads
+        assert graphattn_log.level == logging.ERROR  # the library's notes are not printed
+    finally:
+        torch.set_num_threads(threads)
+        graphattn_log.setLevel(level)
+
+
+def test_json_object_takes_a_json_object_only(monkeypatch):
+    import argparse
+
+    common = import_script("_common", monkeypatch)
+    assert common.json_object('{"layers": 4, "readout": ["sum"]}') == {
+        "layers": 4,
+        "readout": ["sum"],
+    }
+    for text, message in (
+        ("", "not JSON: ''"),
+        ("{layers: 4}", "not JSON: '{layers: 4}'"),
+        ("[0]", "needs a JSON object of fields, got '[0]'"),
+        ("4", "needs a JSON object of fields, got '4'"),
+    ):
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
+            common.json_object(text)
+
+
+def test_run_main_prints_a_bad_input_as_one_error_line(monkeypatch, capsys):
+    common = import_script("_common", monkeypatch)
+
+    def bad_input() -> int:
+        raise GraphInputError("--train-overrides: no MoleculeTrainConfig field(s) ['x']")
+
+    assert common.run_main(bad_input) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"{os.path.basename(sys.argv[0])}: error: "
+        "--train-overrides: no MoleculeTrainConfig field(s) ['x']\n"
+    )
+    assert common.run_main(lambda: 0) == 0
+
+
+def test_require_datasets_checks_every_file_with_the_options_given(data_dir, tmp_path, monkeypatch):
+    from graphattn.datasets.files import DatasetUnavailableError
+
+    common = import_script("_common", monkeypatch)
+    edges_only = tmp_path / "data" / "facebook-pages"
+    edges_only.mkdir(parents=True)
+    edges = "musae_facebook_edges.csv"
+    (edges_only / edges).symlink_to(data_dir / "facebook-pages" / edges)
+    _offline(monkeypatch, tmp_path)
+    common.require_datasets(["facebook-pages"], data_dir, download=False)  # all there
+    with pytest.raises(DatasetUnavailableError, match="musae_facebook_target.csv") as error:
+        common.require_datasets(["facebook-pages"], tmp_path / "data", download=False)
+    assert "downloads are disabled" in str(error.value)  # download=False reached resolve_file
+
+
+def test_machine_line_names_the_one_minute_load_and_flags_a_smoke_run(monkeypatch):
+    common = import_script("_common", monkeypatch)
+    machine = {**FAKE_MACHINE, "load_average_1_5_15": [0.5, 2.0, 3.0]}
+    line = "Machine: test CPU, 1 usable cores, torch threads 1, load average at start 0.5."
+    assert common.machine_line(machine, smoke=False) == line
+    assert common.machine_line(machine, smoke=True) == (
+        line + " **Smoke run (`--smoke`): the figures are meaningless.**"
+    )
+    no_load = {**FAKE_MACHINE, "load_average_1_5_15": None}
+    assert common.machine_line(no_load, smoke=False).endswith("load average at start ?.")
+
+
+def test_finish_writes_the_complete_json_and_the_markdown_and_prints_it(
+    monkeypatch, tmp_path, capsys
+):
+    common = import_script("_common", monkeypatch)
+    payload = {"complete": False, "value": float("nan")}
+    common.write_outputs(tmp_path, "partial", payload)
+    assert json.loads((tmp_path / "partial.json").read_text()) == {"complete": False, "value": None}
+    assert not (tmp_path / "partial.md").exists()  # no markdown until the end
+
+    def render(done: dict) -> str:
+        return f"# report\n\ncomplete: {done['complete']}\n\n\n"
+
+    assert common.finish(tmp_path, "report", payload, render) == 0
+    assert json.loads((tmp_path / "report.json").read_text())["complete"] is True
+    assert (tmp_path / "report.md").read_text() == "# report\n\ncomplete: True\n"
+    assert capsys.readouterr().out == render(payload) + "\n"
+
+
+def test_table_cells_and_seed_summaries_keep_their_form(monkeypatch):
+    common = import_script("_common", monkeypatch)
+    assert common.markdown_table(["a", "b"], [[1, None], ["x", 2.5]]) == (
+        "| a | b |\n|---|---|\n| 1 | None |\n| x | 2.5 |"
+    )
+    assert [common.fmt(v) for v in (float("nan"), float("inf"), None, 2, 0.12345)] == [
+        *("—", "—", "—", "2.000", "0.123")
+    ]
+    assert common.fmt_mean_std({"mean": 0.123456, "std": None}, 4) == "0.1235"
+    assert [common.yes_no(flag) for flag in (True, False, None)] == ["yes", "**no**", "—"]
+    runs = [_molecule_run(2, 0.5), _molecule_run(0, 0.6)]
+    (summary,) = common.summarize_seeds(runs, ("dataset", "model"), ("rmse",))
+    assert summary["seeds"] == [2, 0]  # the seeds in the order they ran
+    assert summary["dataset"] == "esol" and summary["rmse"]["n"] == 2
+
+
+def test_timer_measures_wall_time(monkeypatch):
+    import time
+
+    common = import_script("_common", monkeypatch)
+    with common.Timer() as timer:
+        time.sleep(0.05)  # no CPU time: a process-time timer reads about 0
+    assert 0.05 <= timer.seconds < 5
+
+
+def test_molecule_targets_markdown_names_how_a_run_differs_from_the_targets_setting(monkeypatch):
+    script = import_script("molecule_targets", monkeypatch)
+    settings = {"smoke": False, "graphattn_variant": None, "seeds": [0, 1, 2]}
+    assert script.setting_caveats({**settings, "seeds": [0]}) == ["seeds [0]"]  # a subset
+    variant = {"model_overrides": {}, "train_overrides": {}, "atom_contributions": True}
+    assert script.setting_caveats({**settings, "graphattn_variant": variant}) == [
+        'graphattn variant {"model_overrides": {}, "train_overrides": {}, '
+        '"atom_contributions": true}'
+    ]
+    (summary,) = script.summarize_runs([_molecule_run(5, 0.4)])
+    payload = {
+        "machine": dict(FAKE_MACHINE),
+        "settings": settings,
+        "summary": [summary],
+        "targets": script.check_targets([summary], judged=False),
+        "runs": [],
+    }
+    markdown = script.render_markdown(payload)
+    assert "Not the targets' setting" not in markdown and "Smoke run" not in markdown
+    assert "| esol: mean test RMSE ≤ 0.55 | 0.400 (not the targets' setting) | — |" in markdown
+    for changed, caveats in (
+        ({"seeds": [5]}, "seeds [5]"),
+        ({"smoke": True, "seeds": [5]}, "smoke run; seeds [5]"),
+    ):
+        markdown = script.render_markdown({**payload, "settings": {**settings, **changed}})
+        assert (
+            f"**Not the targets' setting**: {caveats}. The targets are for `graphattn train`'s "
+            "defaults on seeds 0, 1, 2."
+        ) in markdown
+        assert ("**Smoke run (`--smoke`)" in markdown) == changed.get("smoke", False)
+
+
+def test_molecule_targets_do_not_judge_a_full_run_of_a_variant(data_dir, tmp_path, monkeypatch):
+    script = import_script("molecule_targets", monkeypatch)
+    monkeypatch.setattr(script, "machine_info", lambda: dict(FAKE_MACHINE))
+
+    def fake_dataset(name, args, afp, payload):
+        payload["runs"] += [_molecule_run(seed, 0.4) for seed in args.seeds]
+
+    monkeypatch.setattr(script, "run_dataset", fake_dataset)
+    argv = ["--datasets", "esol", "--data-dir", str(data_dir), "--out", str(tmp_path)]
+    for variant in (["--atom-contributions"], ["--train-overrides", '{"epochs": 5}']):
+        assert script.main([*argv, *variant]) == 0  # not --smoke, seeds 0, 1, 2
+        payload = json.loads((tmp_path / "molecule_targets.json").read_text())
+        assert payload["settings"]["graphattn_variant"] is not None
+        assert payload["targets"] and all(c["met"] is None for c in payload["targets"])
+        assert payload["reference"]["issue_attentivefp"] == script.ISSUE_ATTENTIVEFP
+        assert payload["reference"]["published"] == script.PUBLISHED
+    args = script.parse_args(["--xtb-energies", "GFN2-xTB/alpb"])
+    assert script.is_variant(args) and not script.is_variant(script.parse_args([]))
+
+
+def test_molecule_targets_check_every_data_set_before_reading_any(data_dir, tmp_path, monkeypatch):
+    from graphattn.datasets.files import DatasetUnavailableError
+
+    script = import_script("molecule_targets", monkeypatch)
+    only_esol = _esol_only(data_dir, tmp_path)
+    _offline(monkeypatch, tmp_path)
+    monkeypatch.setattr(script, "run_dataset", lambda *a: pytest.fail("ran before the check"))
+    argv = ["--data-dir", str(only_esol), "--out", str(tmp_path / "out")]
+    with pytest.raises(DatasetUnavailableError, match="data set 'freesolv'"):
+        script.main(argv)  # esol first, freesolv second: both checked at the start
+    assert not (tmp_path / "out").exists()
+
+
+def test_node_targets_smoke_cuts_facebook_to_its_first_nodes(monkeypatch, tmp_path):
+    from torch_geometric.data import Data
+
+    script = import_script("node_targets", monkeypatch)
+    edges = torch.tensor([[0, 1, 2, 3, 4, 5, 1], [1, 0, 3, 5, 0, 2, 3]])
+    full = Data(
+        x=torch.arange(12.0).view(6, 2), edge_index=edges, y=torch.tensor([0, 1, 2, 0, 1, 2])
+    )
+    monkeypatch.setattr(script, "load_node_dataset", lambda name, data_dir: full)
+    monkeypatch.setattr(script, "SMOKE_NODES", 4)
+    args = script.parse_args(["--out", str(tmp_path)])
+    assert script.facebook_graph(args) is full  # a full run keeps the whole graph
+    cut = script.facebook_graph(script.parse_args(["--smoke", "--out", str(tmp_path)]))
+    assert cut.num_nodes == 4 and cut.x.tolist() == full.x[:4].tolist()
+    assert cut.y.tolist() == [0, 1, 2, 0]
+    assert cut.edge_index.tolist() == [[0, 1, 2, 1], [1, 0, 3, 3]]  # edges among nodes 0-3
+
+
+def test_node_targets_check_the_facebook_data_before_any_run(tmp_path, monkeypatch):
+    from graphattn.datasets.files import DatasetUnavailableError
+
+    script = import_script("node_targets", monkeypatch)
+    _offline(monkeypatch, tmp_path)
+    monkeypatch.setattr(script, "run_karate", lambda *a: pytest.fail("karate ran first"))
+    argv = ["--data-dir", str(tmp_path / "empty"), "--out", str(tmp_path / "out")]
+    with pytest.raises(DatasetUnavailableError, match="data set 'facebook-pages'"):
+        script.main(argv)
+    monkeypatch.setattr(script, "machine_info", lambda: dict(FAKE_MACHINE))
+    monkeypatch.setattr(script, "run_karate", lambda *a: None)
+    assert script.main([*argv, "--parts", "karate"]) == 0  # karate needs no files
+
+
+def test_node_targets_keep_every_note_of_a_target_outside_its_setting(monkeypatch, tmp_path):
+    script = import_script("node_targets", monkeypatch)
+    runs = [_node_run(0, 0.95), _node_run(1, float("nan"))]
+    karate = {**_node_run(0, 1.0), "part": "karate"}
+    karate["test"] = {**karate["test"], "correct": 32, "total": 32}
+    summaries = script.summarize_runs([*runs, karate])
+    assert [(s["part"], s["total"]) for s in summaries] == [("facebook", 110), ("karate", 32)]
+    settings = {"smoke": True, "seeds": [0, 1], "karate_seeds": [0, 1, 2, 3, 4]}
+    accuracy = script.check_targets(summaries[:1], settings)[0]
+    assert accuracy["met"] is None
+    assert accuracy["note"] == (
+        "seed(s) 1 not finite (diverged); value over 1; "
+        "not the targets' setting: smoke run; seeds [0, 1]"
+    )
+    monkeypatch.setattr(script, "machine_info", lambda: dict(FAKE_MACHINE))
+    monkeypatch.setattr(script, "run_karate", lambda *a: None)
+    assert script.main(["--parts", "karate", "--out", str(tmp_path)]) == 0
+    recorded = json.loads((tmp_path / "node_targets.json").read_text())["settings"]
+    assert recorded["facebook_graphattn_defaults"] == script.DATASET_DEFAULTS.get(
+        script.FACEBOOK, {}
+    )
