@@ -38,6 +38,19 @@ def data_dir() -> Path:
     return path
 
 
+@pytest.fixture
+def offline(monkeypatch, tmp_path) -> None:
+    """No data folder from the environment (CI sets GRAPHATTN_DATA), an empty cache and
+    no network: a data set comes only from the folder a test names."""
+    monkeypatch.delenv("GRAPHATTN_DATA", raising=False)
+    monkeypatch.setenv("GRAPHATTN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr("graphattn.datasets.files._download", _no_download)
+
+
+def _no_download(card, timeout):
+    raise OSError("no network in this test")
+
+
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)

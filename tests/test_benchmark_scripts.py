@@ -612,11 +612,10 @@ def test_the_pretraining_markdown_reports_the_corpus_and_each_start(monkeypatch)
 
 
 def test_the_chemicals_corpus_needs_freesolv_even_when_fine_tuning_on_esol(
-    data_dir, tmp_path, monkeypatch, capsys
+    data_dir, tmp_path, monkeypatch, offline, capsys
 ):
     pretraining = import_script("pretraining", monkeypatch)
     only_esol = _esol_only(data_dir, tmp_path)
-    _offline(monkeypatch, tmp_path)
     argv = [
         *("--targets", "xtb", "--corpus", "rdkit+chemicals", "--datasets", "esol"),
         *("--data-dir", str(only_esol), "--out", str(tmp_path / "out")),
@@ -940,7 +939,6 @@ def test_node_targets_judge_graphattn_on_the_worst_karate_seed_and_the_slowest_r
 
 
 def test_node_targets_run_the_models_of_each_part_on_each_seeds_masks(monkeypatch, tmp_path):
-    from torch_geometric.data import Data
 
     from graphattn.splits.nodes import node_split_masks
 
@@ -979,7 +977,6 @@ def test_node_targets_run_the_models_of_each_part_on_each_seeds_masks(monkeypatc
 
 def test_node_targets_pyg_baseline_restores_its_best_validation_epoch(monkeypatch):
     # early stopping reads validation accuracy (not test) and the scores are the best epoch's
-    from torch_geometric.data import Data
 
     script = import_script("node_targets", monkeypatch)
     y = torch.tensor([0, 1, 0, 1, 0, 1, 0, 1])
@@ -1053,7 +1050,7 @@ def _record_machine(script, calls: list[str], monkeypatch) -> None:
 
 
 def test_auto_choice_reads_the_machine_before_timing_and_lists_what_was_not_timed(
-    monkeypatch, tmp_path
+    monkeypatch, offline, tmp_path
 ):
     script = import_script("auto_choice", monkeypatch)
     calls: list[str] = []
@@ -1069,8 +1066,6 @@ def test_auto_choice_reads_the_machine_before_timing_and_lists_what_was_not_time
 
     monkeypatch.setattr(script, "run_paired", run_paired)
     empty = tmp_path / "no-data"  # no ESOL: the molecule sizes are not run
-    monkeypatch.delenv("GRAPHATTN_DATA", raising=False)  # CI points it at ../shared
-    monkeypatch.setenv("GRAPHATTN_CACHE", str(empty))
     assert script.main(["--smoke", "--out", str(tmp_path), "--data-dir", str(empty)]) == 0
     assert calls == ["machine", "timing"]
     text = (tmp_path / "auto_choice.md").read_text()
@@ -1264,29 +1259,17 @@ def test_node_targets_outside_their_setting_are_listed_not_judged(tmp_path, monk
 
 
 def test_a_missing_data_set_stops_a_script_at_its_start_with_one_error_line(
-    data_dir, tmp_path, monkeypatch, capsys
+    data_dir, tmp_path, monkeypatch, offline, capsys
 ):
     # the ablation ran every ESOL variant, then died with a traceback on facebook-pages
     script = import_script("ablation", monkeypatch)
     only_esol = _esol_only(data_dir, tmp_path)
-    _offline(monkeypatch, tmp_path)
     monkeypatch.setattr(script, "ablate_esol", lambda *a: pytest.fail("ESOL ran"))
     argv = ["--tasks", "esol", "facebook", "--data-dir", str(only_esol), "--out", str(tmp_path)]
     assert script.run_main(lambda: script.main(argv)) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"{os.path.basename(sys.argv[0])}: error: data set 'facebook-pages'")
     assert "Traceback" not in err and str(only_esol / "facebook-pages") in err
-
-
-def _no_download(card, timeout):
-    raise OSError("no network in this test")
-
-
-def _offline(monkeypatch, tmp_path) -> None:
-    """No data folder from the environment, an empty cache and no network."""
-    monkeypatch.delenv("GRAPHATTN_DATA", raising=False)
-    monkeypatch.setenv("GRAPHATTN_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr("graphattn.datasets.files._download", _no_download)
 
 
 def _esol_only(data_dir, tmp_path):
@@ -1954,7 +1937,9 @@ def test_run_main_prints_a_bad_input_as_one_error_line(monkeypatch, capsys):
     assert common.run_main(lambda: 0) == 0
 
 
-def test_require_datasets_checks_every_file_with_the_options_given(data_dir, tmp_path, monkeypatch):
+def test_require_datasets_checks_every_file_with_the_options_given(
+    data_dir, tmp_path, monkeypatch, offline
+):
     from graphattn.datasets.files import DatasetUnavailableError
 
     common = import_script("_common", monkeypatch)
@@ -1962,7 +1947,6 @@ def test_require_datasets_checks_every_file_with_the_options_given(data_dir, tmp
     edges_only.mkdir(parents=True)
     edges = "musae_facebook_edges.csv"
     (edges_only / edges).symlink_to(data_dir / "facebook-pages" / edges)
-    _offline(monkeypatch, tmp_path)
     common.require_datasets(["facebook-pages"], data_dir, download=False)  # all there
     with pytest.raises(DatasetUnavailableError, match="musae_facebook_target.csv") as error:
         common.require_datasets(["facebook-pages"], tmp_path / "data", download=False)
@@ -2076,12 +2060,13 @@ def test_molecule_targets_do_not_judge_a_full_run_of_a_variant(data_dir, tmp_pat
     assert script.is_variant(args) and not script.is_variant(script.parse_args([]))
 
 
-def test_molecule_targets_check_every_data_set_before_reading_any(data_dir, tmp_path, monkeypatch):
+def test_molecule_targets_check_every_data_set_before_reading_any(
+    data_dir, tmp_path, monkeypatch, offline
+):
     from graphattn.datasets.files import DatasetUnavailableError
 
     script = import_script("molecule_targets", monkeypatch)
     only_esol = _esol_only(data_dir, tmp_path)
-    _offline(monkeypatch, tmp_path)
     monkeypatch.setattr(script, "run_dataset", lambda *a: pytest.fail("ran before the check"))
     argv = ["--data-dir", str(only_esol), "--out", str(tmp_path / "out")]
     with pytest.raises(DatasetUnavailableError, match="data set 'freesolv'"):
@@ -2090,7 +2075,6 @@ def test_molecule_targets_check_every_data_set_before_reading_any(data_dir, tmp_
 
 
 def test_node_targets_smoke_cuts_facebook_to_its_first_nodes(monkeypatch, tmp_path):
-    from torch_geometric.data import Data
 
     script = import_script("node_targets", monkeypatch)
     edges = torch.tensor([[0, 1, 2, 3, 4, 5, 1], [1, 0, 3, 5, 0, 2, 3]])
@@ -2107,11 +2091,10 @@ def test_node_targets_smoke_cuts_facebook_to_its_first_nodes(monkeypatch, tmp_pa
     assert cut.edge_index.tolist() == [[0, 1, 2, 1], [1, 0, 3, 3]]  # edges among nodes 0-3
 
 
-def test_node_targets_check_the_facebook_data_before_any_run(tmp_path, monkeypatch):
+def test_node_targets_check_the_facebook_data_before_any_run(tmp_path, monkeypatch, offline):
     from graphattn.datasets.files import DatasetUnavailableError
 
     script = import_script("node_targets", monkeypatch)
-    _offline(monkeypatch, tmp_path)
     monkeypatch.setattr(script, "run_karate", lambda *a: pytest.fail("karate ran first"))
     argv = ["--data-dir", str(tmp_path / "empty"), "--out", str(tmp_path / "out")]
     with pytest.raises(DatasetUnavailableError, match="data set 'facebook-pages'"):

@@ -18,19 +18,12 @@ def test_example_runs(name, capsys, monkeypatch):
     assert "sparse == dense: True" in out or "members labelled correctly" in out
 
 
-def test_the_esol_example_says_which_file_is_missing(tmp_path, monkeypatch):
+def test_the_esol_example_says_which_file_is_missing(tmp_path, monkeypatch, offline):
     # offline without the data set: the message of graphattn train, not a traceback
-    monkeypatch.setenv("GRAPHATTN_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("GRAPHATTN_DATA", raising=False)  # CI points it at ../shared
-    monkeypatch.setattr("urllib.request.urlopen", _offline)
     name = "molecules_solubility.py"
     monkeypatch.setattr("sys.argv", [name, "--data-dir", str(tmp_path / "nowhere")])
     with pytest.raises(SystemExit, match=r"molecules_solubility\.py: .*delaney-processed\.csv"):
         runpy.run_path(str(EXAMPLES / name), run_name="__main__")
-
-
-def _offline(*args, **kwargs):
-    raise OSError("no network in this test")
 
 
 def test_the_quickstart_compares_the_sparse_mode_with_the_dense_one(capsys, monkeypatch):
