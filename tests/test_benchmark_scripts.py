@@ -711,13 +711,43 @@ def test_training_step_breakdown_times_every_model_step_by_step(data_dir, tmp_pa
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA exit")
-@pytest.mark.parametrize(
-    ("name", "writes"), [("cuda_kernel_bandwidth.py", True), ("cuda_host_syncs.py", False)]
-)
-def test_cuda_scripts_exit_cleanly_without_cuda(name, writes, tmp_path):
-    result = run_script(name, *(("--out", str(tmp_path)) if writes else ()))
+@pytest.mark.parametrize("name", ["cuda_kernel_bandwidth.py", "cuda_host_syncs.py"])
+def test_cuda_scripts_exit_cleanly_without_cuda(name, tmp_path):
+    result = run_script(name, "--out", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr[-2000:]
     assert "no CUDA device" in result.stdout
+    assert not (tmp_path / "out").exists()
+
+
+def test_host_syncs_writes_each_implementations_row_with_the_machine(monkeypatch, tmp_path):
+    script = import_script("cuda_host_syncs", monkeypatch)
+    measured = {"fused": (3.24, 3.0), "pyg": (3.04, 0.0)}
+
+    def measure(data_dir, impl):
+        assert data_dir == tmp_path / "data"
+        ms, syncs = measured[impl]
+        return {"impl": impl, "syncs_per_step": syncs, "median_ms": ms}
+
+    machine = {"cuda": {"name": "NVIDIA H200"}, "graphattn_commit": "abc1234"}
+    monkeypatch.setattr(script.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(script, "measure", measure)
+    monkeypatch.setattr(script, "machine_info", lambda: machine)
+    out = tmp_path / "out"
+    assert script.main(["--data-dir", str(tmp_path / "data"), "--out", str(out)]) == 0
+    payload = json.loads((out / "cuda_host_syncs.json").read_text())
+    assert [(r["impl"], r["median_ms"], r["syncs_per_step"]) for r in payload["rows"]] == [
+        ("fused", 3.24, 3.0),
+        ("pyg", 3.04, 0.0),
+    ]
+    assert payload["machine"] == machine
+    assert (payload["batch_size"], payload["profiled_steps"], payload["timed_steps"]) == (
+        128,
+        8,
+        120,
+    )
+    markdown = (out / "cuda_host_syncs.md").read_text()
+    assert "NVIDIA H200, graphattn abc1234" in markdown
+    assert "| fused | 3.24 | 3.0 |" in markdown and "| pyg | 3.04 | 0.0 |" in markdown
 
 
 def test_kernel_traffic_counts_every_read_and_write():
