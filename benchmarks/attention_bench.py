@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from _common import positive_int, run_main
 
 from graphattn.bench.cases import SUITES
-from graphattn.bench.runner import run_benchmarks
+from graphattn.bench.runner import nothing_measured, run_benchmarks
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(json.dumps(result["derived"]["targets"], indent=2))
     print(f"wrote {len(result['cases'])} cases to {args.out}")
+    reasons = nothing_measured(result)
+    if reasons is not None:
+        print(f"attention_bench.py: nothing was measured: {reasons}", file=sys.stderr)
+        return 1
     return 0
 
 

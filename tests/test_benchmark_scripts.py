@@ -1229,6 +1229,22 @@ def test_attention_bench_script_passes_the_paired_rounds_and_suites(monkeypatch,
     assert seen["paired_rounds"] == 0 and seen["suites"] == ["scaling", "density"]
 
 
+def test_attention_bench_script_fails_when_it_measured_nothing(monkeypatch, tmp_path, capsys):
+    # like graphattn bench: --device cuda without a GPU records every case as skipped
+    script = import_script("attention_bench", monkeypatch)
+    skipped = {"status": "skipped", "reason": "CUDA requested but no CUDA device"}
+    cases = [skipped, {**skipped, "reason": "dense over budget"}]
+    result = {"derived": {"targets": {}}, "cases": cases}
+    monkeypatch.setattr(script, "run_benchmarks", lambda **kwargs: result)
+    assert script.main(["--quick", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "nothing was measured: CUDA requested but no CUDA device; dense over budget" in err
+    cases.append({"status": "ok"})
+    assert script.main(["--quick", "--out", str(tmp_path)]) == 0
+    result["cases"] = []  # no case at all (say, every suite empty) is not a failure
+    assert script.main(["--quick", "--out", str(tmp_path)]) == 0
+
+
 # ------------------------------------------------------------------- arguments and data
 
 

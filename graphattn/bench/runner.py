@@ -43,7 +43,13 @@ from graphattn.bench.worker import (
 from graphattn.errors import GraphInputError
 from graphattn.train.loop import training_device
 
-__all__ = ["default_dense_budget", "load_molecule_data", "resolve_device", "run_benchmarks"]
+__all__ = [
+    "default_dense_budget",
+    "load_molecule_data",
+    "nothing_measured",
+    "resolve_device",
+    "run_benchmarks",
+]
 
 SCHEMA_VERSION = 1
 PAIRED_IMPLS = ("fused", "reference", "dense", "auto")
@@ -267,6 +273,16 @@ def _finish(result: dict, out_dir: Path, started: float) -> dict:
     result["plots"] = [p.name for p in write_plots(result, out_dir)]
     _write_json(result, out_dir)
     return result
+
+
+def nothing_measured(result: dict) -> str | None:
+    """Why a run measured no case at all (its cases' distinct reasons), or None if it
+    measured one; such a run should fail its command (``--device cuda`` without a GPU
+    records every case as skipped)."""
+    cases = result["cases"]
+    if not cases or any(case.get("status") == "ok" for case in cases):
+        return None
+    return "; ".join(sorted({str(case.get("reason", case.get("status"))) for case in cases}))
 
 
 def run_benchmarks(

@@ -806,7 +806,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from graphattn.bench.runner import run_benchmarks
+    from graphattn.bench.runner import nothing_measured, run_benchmarks
 
     result = run_benchmarks(
         out_dir=args.out,
@@ -821,9 +821,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     cases = result["cases"]
     measured = sum(1 for case in cases if case.get("status") == "ok")
     print(f"wrote {len(cases)} cases ({measured} measured) to {args.out}")
-    if cases and not measured:
-        reasons = sorted({str(case.get("reason", case.get("status"))) for case in cases})
-        print(f"graphattn bench: nothing was measured: {'; '.join(reasons)}", file=sys.stderr)
+    reasons = nothing_measured(result)
+    if reasons is not None:
+        print(f"graphattn bench: nothing was measured: {reasons}", file=sys.stderr)
         return 1
     return 0
 
