@@ -430,6 +430,53 @@ def test_an_interrupt_ends_the_members_processes_at_once(tmp_path):
     assert multiprocessing.active_children() == []
 
 
+def test_a_killed_worker_is_named_and_ends_the_others(tmp_path, capsys, monkeypatch):
+    import multiprocessing
+    import os
+    import signal
+    import threading
+    import time
+
+    from graphattn.cli.main import main
+    from graphattn.train import molecules
+    from graphattn.train.molecules import WorkerProcessDied
+
+    dataset = MoleculeCSV(
+        write_alcohols(tmp_path / "m.csv"), target_cols=["y"], featurizer=MoleculeFeaturizer()
+    )
+    long = {"epochs": 10**6, "patience": 10**6, "max_seconds": 60.0}
+    config = MoleculeTrainConfig(ensemble=2, workers=2, model={"hidden": 16, "layers": 1}, **long)
+    killed = []
+
+    def kill_a_worker() -> None:  # what the out-of-memory killer does to one of them
+        deadline = time.monotonic() + 30
+        while len(multiprocessing.active_children()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1)
+        children = multiprocessing.active_children()  # the pool's workers, SpawnProcess-N
+        if children:
+            last = max(children, key=lambda child: int(child.name.rsplit("-", 1)[1]))
+            os.kill(last.pid, signal.SIGKILL)
+            killed.append(time.perf_counter())
+
+    threading.Thread(target=kill_a_worker, daemon=True).start()
+    # the worker started last: the pool itself often missed its death (CPython 3.11)
+    with pytest.raises(WorkerProcessDied, match="ended abruptly: killed .* --workers 1"):
+        train_molecule_model(dataset, config, progress=False)
+    assert killed and time.perf_counter() - killed[0] < 20
+    assert multiprocessing.active_children() == []
+
+    # the CLI says so in one line
+    def dies(*args, **kwargs):
+        raise WorkerProcessDied("a worker process training ensemble members ended abruptly")
+
+    monkeypatch.setattr(molecules, "train_molecule_model", dies)
+    argv = ["train", "--csv", str(tmp_path / "m.csv"), "--target-col", "y", "--ensemble", "2"]
+    assert main([*argv, "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "graphattn train: error: a worker process training ensemble members ended" in err
+
+
 def test_stopped_workers_leave_no_queued_member_to_wait_for(monkeypatch):
     """More members than workers: one member waits in the pool's queue, its payload
     half-written to a pipe no process reads once the workers are stopped. The pool's

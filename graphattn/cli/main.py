@@ -851,6 +851,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)  # graphattn's Numba kernels follow it
     from graphattn.datasets.files import DatasetChecksumError, DatasetUnavailableError
     from graphattn.errors import GraphInputError
+    from graphattn.train.molecules import WorkerProcessDied
 
     try:
         return COMMANDS[args.command](args)
@@ -860,6 +861,7 @@ def main(argv: list[str] | None = None) -> int:
         GraphInputError,
         OSError,  # a file that cannot be read or written: missing, a folder, no permission
         ImportError,  # an optional dependency (tblite for --xtb-energies) is missing
+        WorkerProcessDied,  # an ensemble worker was killed (out of memory, kill -9)
     ) as err:
         print(f"graphattn {args.command}: error: {err}", file=sys.stderr)
         return 2

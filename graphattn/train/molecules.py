@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -77,6 +78,7 @@ __all__ = [
     "FINE_TUNING_MODEL",
     "MoleculeTrainConfig",
     "TargetScaler",
+    "WorkerProcessDied",
     "check_train_config",
     "evaluate_molecules",
     "load_molecule_checkpoint",
@@ -674,11 +676,47 @@ def _collect_members(pool, job: _MembersJob, reports, label: str, progress: bool
                 )
             for future in futures:
                 if future.done() and future.exception() is not None:
-                    future.result()  # re-raises the worker's error
+                    _raise_member_error(future)
+            if _a_worker_ended(pool):
+                raise _worker_died()
             if all(f.done() for f in futures) and reports.empty():
                 break
             time.sleep(0.2)
     return [_from_bytes(f.result()) for f in futures]
+
+
+class WorkerProcessDied(RuntimeError):
+    """A process training ensemble members ended without reporting an error: killed
+    by a signal (the out-of-memory killer, ``kill -9``) or crashed."""
+
+
+def _raise_member_error(future) -> None:
+    """Raise a member's error as the worker raised it; a dead worker, which leaves only
+    the pool's bare ``BrokenProcessPool``, as :class:`WorkerProcessDied`."""
+    error = future.exception()
+    if isinstance(error, BrokenProcessPool):
+        raise _worker_died() from error
+    future.result()
+
+
+def _a_worker_ended(pool: ProcessPoolExecutor) -> bool:
+    """Whether a worker process of ``pool`` has ended while members train.
+
+    The pool notices such a worker itself, but only among the workers it had when its
+    thread last woke, and (CPython 3.11, which starts workers on demand) ``submit``
+    wakes that thread before it starts the worker for the job: a worker killed then
+    went unnoticed until another one reported (in a test, after the other member's
+    60 s of training)."""
+    return any(process.exitcode is not None for process in list((pool._processes or {}).values()))
+
+
+def _worker_died() -> WorkerProcessDied:
+    return WorkerProcessDied(
+        "a worker process training ensemble members ended abruptly: killed (by the "
+        "out-of-memory killer, say, or kill -9) or crashed. With --workers 1 "
+        "(MoleculeTrainConfig(workers=1)) the members train one after another in this "
+        "process, which needs less memory at once"
+    )
 
 
 def _stop_workers(pool: ProcessPoolExecutor, started: set = frozenset()) -> None:
