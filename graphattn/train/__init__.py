@@ -5,13 +5,18 @@ from graphattn.train.molecule_inference import (
     load_molecule_model,
     predict_molecules,
 )
-from graphattn.train.molecules import MoleculeTrainConfig, train_molecule_model
+from graphattn.train.molecules import (
+    MoleculeTrainConfig,
+    WorkerProcessDied,
+    train_molecule_model,
+)
 from graphattn.train.nodes import NodeTrainConfig, train_node_model
 from graphattn.train.transfer import load_pretrained_encoder
 
 __all__ = [
     "MoleculeTrainConfig",
     "NodeTrainConfig",
+    "WorkerProcessDied",
     "evaluate_molecules",
     "load_molecule_model",
     "load_pretrained_encoder",
