@@ -7,6 +7,7 @@ import csv
 import json
 import re
 import resource
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -391,37 +392,57 @@ def test_an_error_in_a_worker_process_reaches_the_caller(tmp_path):
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
+def _two_members_training_a_minute(tmp_path) -> tuple[MoleculeCSV, MoleculeTrainConfig]:
+    """Twelve alcohols, and an ensemble of 2 members in 2 worker processes that would
+    each train for a minute."""
+    dataset = MoleculeCSV(
+        write_alcohols(tmp_path / "m.csv"), target_cols=["y"], featurizer=MoleculeFeaturizer()
+    )
+    long = {"epochs": 10**6, "patience": 10**6, "max_seconds": 60.0}
+    config = MoleculeTrainConfig(ensemble=2, workers=2, model={"hidden": 16, "layers": 1}, **long)
+    return dataset, config
+
+
+def _once_both_members_train(act: Callable[[list], None]) -> list[float]:
+    """Call ``act(worker processes)`` from a thread a second after both members' workers
+    have started; the list returned gets the time, just before the call. If they have not
+    started within 30 s the thread gives up: the test fails, and nothing reaches a later
+    test."""
+    import multiprocessing
+    import threading
+    import time
+
+    acted: list[float] = []
+
+    def wait_then_act() -> None:
+        deadline = time.monotonic() + 30
+        while len(multiprocessing.active_children()) < 2:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.1)  # a loaded machine starts them slowly
+        time.sleep(1)
+        acted.append(time.perf_counter())  # first: the main thread may read it at once
+        act(multiprocessing.active_children())
+
+    threading.Thread(target=wait_then_act, daemon=True).start()
+    return acted
+
+
 def test_an_interrupt_ends_the_members_processes_at_once(tmp_path):
     import _thread
     import multiprocessing
     import signal
-    import threading
     import time
 
-    dataset = MoleculeCSV(
-        write_alcohols(tmp_path / "m.csv"), target_cols=["y"], featurizer=MoleculeFeaturizer()
-    )
     # the members would train for a minute each: leaving the pool used to wait for them
-    long = {"epochs": 10**6, "patience": 10**6, "max_seconds": 60.0}
-    config = MoleculeTrainConfig(ensemble=2, workers=2, model={"hidden": 16, "layers": 1}, **long)
-    interrupted = []
-
-    def interrupt() -> None:  # a Ctrl-C that reaches this process only, not its workers
-        deadline = time.monotonic() + 30
-        while len(multiprocessing.active_children()) < 2:
-            if time.monotonic() > deadline:
-                return  # the members never started: the test fails, no stray interrupt
-            time.sleep(0.1)  # the members are training (a loaded machine starts them slowly)
-        time.sleep(1)
-        interrupted.append(time.perf_counter())
-        _thread.interrupt_main()
-
+    dataset, config = _two_members_training_a_minute(tmp_path)
     # a shell that starts the tests in the background (`make test &` in a script) makes
     # this process ignore SIGINT, and interrupt_main then does nothing: the test failed
     # that way. Handle the interrupt as an interactive run does
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        threading.Thread(target=interrupt, daemon=True).start()
+        # a Ctrl-C that reaches this process only, not its workers
+        interrupted = _once_both_members_train(lambda workers: _thread.interrupt_main())
         with pytest.raises(KeyboardInterrupt):
             train_molecule_model(dataset, config, progress=False)
     finally:
@@ -434,34 +455,19 @@ def test_a_killed_worker_is_named_and_ends_the_others(tmp_path, capsys, monkeypa
     import multiprocessing
     import os
     import signal
-    import threading
     import time
 
     from graphattn.cli.main import main
     from graphattn.train import molecules
     from graphattn.train.molecules import WorkerProcessDied
 
-    dataset = MoleculeCSV(
-        write_alcohols(tmp_path / "m.csv"), target_cols=["y"], featurizer=MoleculeFeaturizer()
-    )
-    long = {"epochs": 10**6, "patience": 10**6, "max_seconds": 60.0}
-    config = MoleculeTrainConfig(ensemble=2, workers=2, model={"hidden": 16, "layers": 1}, **long)
-    killed = []
+    dataset, config = _two_members_training_a_minute(tmp_path)
 
-    def kill_a_worker() -> None:  # what the out-of-memory killer does to one of them
-        deadline = time.monotonic() + 30
-        while len(multiprocessing.active_children()) < 2:
-            if time.monotonic() > deadline:
-                return  # the members never started: the test fails, no stray kill later
-            time.sleep(0.1)
-        time.sleep(1)
-        children = multiprocessing.active_children()  # the pool's workers, SpawnProcess-N
-        if children:
-            last = max(children, key=lambda child: int(child.name.rsplit("-", 1)[1]))
-            os.kill(last.pid, signal.SIGKILL)
-            killed.append(time.perf_counter())
+    def kill_the_last_started(workers: list) -> None:  # as the out-of-memory killer would
+        last = max(workers, key=lambda worker: int(worker.name.rsplit("-", 1)[1]))
+        os.kill(last.pid, signal.SIGKILL)  # SpawnProcess-N: N counts the starts
 
-    threading.Thread(target=kill_a_worker, daemon=True).start()
+    killed = _once_both_members_train(kill_the_last_started)
     # the worker started last: the pool itself often missed its death (CPython 3.11)
     with pytest.raises(WorkerProcessDied, match="ended abruptly: killed .* --workers 1"):
         train_molecule_model(dataset, config, progress=False)
@@ -470,7 +476,7 @@ def test_a_killed_worker_is_named_and_ends_the_others(tmp_path, capsys, monkeypa
 
     # the CLI says so in one line
     def dies(*args, **kwargs):
-        raise WorkerProcessDied("a worker process training ensemble members ended abruptly")
+        raise WorkerProcessDied()
 
     monkeypatch.setattr(molecules, "train_molecule_model", dies)
     argv = ["train", "--csv", str(tmp_path / "m.csv"), "--target-col", "y", "--ensemble", "2"]

@@ -678,7 +678,7 @@ def _collect_members(pool, job: _MembersJob, reports, label: str, progress: bool
                 if future.done() and future.exception() is not None:
                     _raise_member_error(future)
             if _a_worker_ended(pool):
-                raise _worker_died()
+                raise WorkerProcessDied()
             if all(f.done() for f in futures) and reports.empty():
                 break
             time.sleep(0.2)
@@ -689,13 +689,21 @@ class WorkerProcessDied(RuntimeError):
     """A process training ensemble members ended without reporting an error: killed
     by a signal (the out-of-memory killer, ``kill -9``) or crashed."""
 
+    def __init__(self) -> None:
+        super().__init__(
+            "a worker process training ensemble members ended abruptly: killed (by the "
+            "out-of-memory killer, say, or kill -9) or crashed. With --workers 1 "
+            "(MoleculeTrainConfig(workers=1)) the members train one after another in "
+            "this process, which needs less memory at once"
+        )
+
 
 def _raise_member_error(future) -> None:
     """Raise a member's error as the worker raised it; a dead worker, which leaves only
     the pool's bare ``BrokenProcessPool``, as :class:`WorkerProcessDied`."""
     error = future.exception()
     if isinstance(error, BrokenProcessPool):
-        raise _worker_died() from error
+        raise WorkerProcessDied() from error
     future.result()
 
 
@@ -708,15 +716,6 @@ def _a_worker_ended(pool: ProcessPoolExecutor) -> bool:
     went unnoticed until another one reported (in a test, after the other member's
     60 s of training)."""
     return any(process.exitcode is not None for process in list((pool._processes or {}).values()))
-
-
-def _worker_died() -> WorkerProcessDied:
-    return WorkerProcessDied(
-        "a worker process training ensemble members ended abruptly: killed (by the "
-        "out-of-memory killer, say, or kill -9) or crashed. With --workers 1 "
-        "(MoleculeTrainConfig(workers=1)) the members train one after another in this "
-        "process, which needs less memory at once"
-    )
 
 
 def _stop_workers(pool: ProcessPoolExecutor, started: set = frozenset()) -> None:
