@@ -469,8 +469,10 @@ def test_a_killed_worker_is_named_and_ends_the_others(tmp_path, capsys, monkeypa
 
     killed = _once_both_members_train(kill_the_last_started)
     # the worker started last: the pool itself often missed its death (CPython 3.11)
-    with pytest.raises(WorkerProcessDied, match="ended abruptly: killed .* --workers 1"):
+    expected = r"ended abruptly: killed by SIGKILL \(as the out-of-memory .* --workers 1"
+    with pytest.raises(WorkerProcessDied, match=expected) as died:
         train_molecule_model(dataset, config, progress=False)
+    assert died.value.exitcode == -signal.SIGKILL
     assert killed and time.perf_counter() - killed[0] < 20
     assert multiprocessing.active_children() == []
 
@@ -483,6 +485,57 @@ def test_a_killed_worker_is_named_and_ends_the_others(tmp_path, capsys, monkeypa
     assert main([*argv, "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert "graphattn train: error: a worker process training ensemble members ended" in err
+
+
+def test_a_dead_worker_is_told_by_its_exit_code():
+    import signal
+
+    from graphattn.train.molecules import WorkerProcessDied
+
+    assert re.search(r"killed by SIGKILL \(as the out-of-memory", str(WorkerProcessDied(-9)))
+    assert "killed by SIGTERM. With --workers 1" in str(WorkerProcessDied(-signal.SIGTERM))
+    assert "killed by signal 200." in str(WorkerProcessDied(-200))  # no such signal
+    crashed = WorkerProcessDied(1)
+    assert crashed.exitcode == 1
+    assert "exited with code 1 " in str(crashed) and "__name__ ==" in str(crashed)
+    unknown = WorkerProcessDied()
+    assert unknown.exitcode is None and "killed (by the out-of-memory" in str(unknown)
+
+
+def test_the_worker_reported_dead_is_not_one_the_pool_ended():
+    """Once the pool sees a worker gone it terminates the others (SIGTERM): the one that
+    ended first, by a kill or a crash, is the one to report."""
+    import signal
+    from types import SimpleNamespace
+
+    from graphattn.train.molecules import _ended_worker
+
+    def pool(*exitcodes):
+        workers = {pid: SimpleNamespace(exitcode=code) for pid, code in enumerate(exitcodes)}
+        return SimpleNamespace(_processes=workers)
+
+    assert _ended_worker(pool(None, None)) is None
+    assert _ended_worker(SimpleNamespace(_processes=None)) is None  # shut down
+    assert _ended_worker(pool(None, -signal.SIGTERM, -signal.SIGKILL)).exitcode == -9
+    assert _ended_worker(pool(-signal.SIGTERM, None, 1)).exitcode == 1
+    assert _ended_worker(pool(None, -signal.SIGTERM)).exitcode == -signal.SIGTERM
+
+
+def test_a_broken_pool_reads_as_a_dead_worker_and_other_errors_as_raised():
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+
+    from graphattn.train.molecules import WorkerProcessDied, _raise_member_error
+
+    broken, failed = Future(), Future()
+    broken.set_exception(BrokenProcessPool("A process in the process pool was terminated"))
+    failed.set_exception(ValueError("normalize must be one of"))
+    with pytest.raises(WorkerProcessDied) as died:
+        _raise_member_error(broken)
+    assert died.value.exitcode is None
+    assert isinstance(died.value.__cause__, BrokenProcessPool)
+    with pytest.raises(ValueError, match="normalize must be one of"):
+        _raise_member_error(failed)
 
 
 def test_stopped_workers_leave_no_queued_member_to_wait_for(monkeypatch):
@@ -527,6 +580,8 @@ def test_a_members_error_is_raised_while_the_others_still_train():
     futures[0].set_exception(ValueError("member 0 failed"))
 
     class Pool:  # member 1 trains on: its future completes only when the test says so
+        _processes: dict = {}  # workers, none of which has ended
+
         def submit(self, fn, payload, member):
             return futures[member]
 
@@ -630,6 +685,31 @@ if __name__ == "__main__":
     config = MoleculeTrainConfig(ensemble=2, workers=2, model={"hidden": 16, "layers": 1}, **long)
     train_molecule_model(dataset, config, progress=False)
 """
+
+
+def test_a_script_without_the_main_guard_is_told_to_add_it(tmp_path):
+    # spawn runs the script again in each worker, where starting processes fails: the
+    # worker exits with code 1, which used to read as "killed or crashed"
+    import os
+    import subprocess
+    import sys
+
+    unguarded = PARENT_OF_WORKERS.replace('if __name__ == "__main__":\n', "if True:\n")
+    (tmp_path / "unguarded.py").write_text(unguarded)
+    source = write_alcohols(tmp_path / "m.csv")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    ran = subprocess.run(
+        [sys.executable, str(tmp_path / "unguarded.py"), str(source)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 1
+    last_line = ran.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("graphattn.train.molecules.WorkerProcessDied: ")
+    assert "exited with code 1" in last_line and 'if __name__ == "__main__":' in last_line
 
 
 def test_worker_processes_end_with_a_killed_parent(tmp_path):

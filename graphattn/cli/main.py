@@ -861,7 +861,7 @@ def main(argv: list[str] | None = None) -> int:
         GraphInputError,
         OSError,  # a file that cannot be read or written: missing, a folder, no permission
         ImportError,  # an optional dependency (tblite for --xtb-energies) is missing
-        WorkerProcessDied,  # an ensemble worker was killed (out of memory, kill -9)
+        WorkerProcessDied,  # an ensemble worker was killed (out of memory, kill -9) or crashed
     ) as err:
         print(f"graphattn {args.command}: error: {err}", file=sys.stderr)
         return 2

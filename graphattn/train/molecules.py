@@ -16,6 +16,7 @@ import math
 import multiprocessing
 import multiprocessing.connection
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -674,11 +675,12 @@ def _collect_members(pool, job: _MembersJob, reports, label: str, progress: bool
                     loss=f"{loss:.4f}",
                     **{f"val_{job.metric}": f"{value:.4f}"},
                 )
+            ended = _ended_worker(pool)  # first: the pool then ends the others itself
+            if ended is not None:
+                raise WorkerProcessDied(ended.exitcode)
             for future in futures:
                 if future.done() and future.exception() is not None:
                     _raise_member_error(future)
-            if _a_worker_ended(pool):
-                raise WorkerProcessDied()
             if all(f.done() for f in futures) and reports.empty():
                 break
             time.sleep(0.2)
@@ -687,15 +689,41 @@ def _collect_members(pool, job: _MembersJob, reports, label: str, progress: bool
 
 class WorkerProcessDied(RuntimeError):
     """A process training ensemble members ended without reporting an error: killed
-    by a signal (the out-of-memory killer, ``kill -9``) or crashed."""
+    by a signal (the out-of-memory killer, ``kill -9``) or crashed.
 
-    def __init__(self) -> None:
+    Args:
+        exitcode: the process's exit code as :attr:`multiprocessing.Process.exitcode`
+            gives it (``-N``: killed by signal ``N``), or ``None`` when unknown. It is
+            kept as the ``exitcode`` attribute.
+    """
+
+    def __init__(self, exitcode: int | None = None) -> None:
+        self.exitcode = exitcode
         super().__init__(
-            "a worker process training ensemble members ended abruptly: killed (by the "
-            "out-of-memory killer, say, or kill -9) or crashed. With --workers 1 "
-            "(MoleculeTrainConfig(workers=1)) the members train one after another in "
-            "this process, which needs less memory at once"
+            f"a worker process training ensemble members ended abruptly: {_how(exitcode)}. "
+            "With --workers 1 (MoleculeTrainConfig(workers=1)) the members train one "
+            "after another in this process: in less memory, and with no processes to start"
         )
+
+
+def _how(exitcode: int | None) -> str:
+    """How a worker process ended, in words, from its exit code."""
+    if exitcode is None:
+        return "killed (by the out-of-memory killer, say, or kill -9) or crashed"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        if -exitcode == signal.SIGKILL:
+            return f"killed by {name} (as the out-of-memory killer and kill -9 do)"
+        return f"killed by {name}"
+    # a script without the guard runs again in each worker, and fails there when it
+    # starts processes of its own: Python's error, not ours, is printed above
+    return (
+        f"it exited with code {exitcode} (its error, if it printed one, is above). A "
+        'script that trains with workers > 1 needs the `if __name__ == "__main__":` guard'
+    )
 
 
 def _raise_member_error(future) -> None:
@@ -707,15 +735,18 @@ def _raise_member_error(future) -> None:
     future.result()
 
 
-def _a_worker_ended(pool: ProcessPoolExecutor) -> bool:
-    """Whether a worker process of ``pool`` has ended while members train.
+def _ended_worker(pool: ProcessPoolExecutor) -> multiprocessing.Process | None:
+    """A worker process of ``pool`` that has ended while members train, if any; one the
+    pool did not end itself (with SIGTERM, once it saw another one end) first.
 
     The pool notices such a worker itself, but only among the workers it had when its
-    thread last woke, and (CPython 3.11, which starts workers on demand) ``submit``
-    wakes that thread before it starts the worker for the job: a worker killed then
-    went unnoticed until another one reported (in a test, after the other member's
-    60 s of training)."""
-    return any(process.exitcode is not None for process in list((pool._processes or {}).values()))
+    thread last woke, and ``submit`` wakes that thread before it starts the worker for
+    the job (CPython starts workers on demand with ``spawn``; seen on 3.11): a worker
+    killed then went unnoticed until another one reported (in a test, after the other
+    member's 60 s of training)."""
+    ended = [p for p in list((pool._processes or {}).values()) if p.exitcode is not None]
+    ended.sort(key=lambda process: process.exitcode == -signal.SIGTERM)
+    return ended[0] if ended else None
 
 
 def _stop_workers(pool: ProcessPoolExecutor, started: set = frozenset()) -> None:
