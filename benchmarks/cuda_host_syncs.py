@@ -86,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("no CUDA device: nothing to measure")
         return 0
+    machine = machine_info()  # before the timing: its load average is the machine's own
     rows = [measure(args.data_dir, impl) for impl in ("fused", "pyg")]
-    machine = machine_info()
     payload = {
         "batch_size": BATCH_SIZE,
         "profiled_steps": PROFILED_STEPS,

@@ -110,8 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("no CUDA device: nothing to measure")
         return 0
+    machine = machine_info()  # before the timing: its load average is the machine's own
     result = measure(args.nodes, args.degree, args.heads, args.head_dim, args.repeats)
-    result["machine"] = machine_info()
+    result["machine"] = machine
     headers = ["dtype", "pass", "median ms", "traffic (GB)", "GB/s", "of copy bandwidth"]
     body = [
         [

@@ -722,18 +722,21 @@ def test_cuda_scripts_exit_cleanly_without_cuda(name, tmp_path):
 def test_host_syncs_writes_each_implementations_row_with_the_machine(monkeypatch, tmp_path):
     script = import_script("cuda_host_syncs", monkeypatch)
     measured = {"fused": (3.24, 3.0), "pyg": (3.04, 0.0)}
+    calls = []
 
     def measure(data_dir, impl):
         assert data_dir == tmp_path / "data"
+        calls.append("measure")
         ms, syncs = measured[impl]
         return {"impl": impl, "syncs_per_step": syncs, "median_ms": ms}
 
     machine = {"cuda": {"name": "NVIDIA H200"}, "graphattn_commit": "abc1234"}
     monkeypatch.setattr(script.torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(script, "measure", measure)
-    monkeypatch.setattr(script, "machine_info", lambda: machine)
+    monkeypatch.setattr(script, "machine_info", lambda: calls.append("machine") or machine)
     out = tmp_path / "out"
     assert script.main(["--data-dir", str(tmp_path / "data"), "--out", str(out)]) == 0
+    assert calls == ["machine", "measure", "measure"]  # the load before the timing
     payload = json.loads((out / "cuda_host_syncs.json").read_text())
     assert [(r["impl"], r["median_ms"], r["syncs_per_step"]) for r in payload["rows"]] == [
         ("fused", 3.24, 3.0),
@@ -748,6 +751,38 @@ def test_host_syncs_writes_each_implementations_row_with_the_machine(monkeypatch
     markdown = (out / "cuda_host_syncs.md").read_text()
     assert "NVIDIA H200, graphattn abc1234" in markdown
     assert "| fused | 3.24 | 3.0 |" in markdown and "| pyg | 3.04 | 0.0 |" in markdown
+
+
+def test_kernel_bandwidth_writes_its_rows_with_the_machine_read_first(monkeypatch, tmp_path):
+    script = import_script("cuda_kernel_bandwidth", monkeypatch)
+    calls = []
+    row = {
+        "dtype": "fp32",
+        "pass": "forward",
+        "median_ms": 3.24,
+        "traffic_bytes": 7.3e9,
+        "bandwidth_gb_s": 2253.1,
+        "fraction_of_copy_bandwidth": 0.535,
+    }
+
+    def measure(nodes, degree, heads, head_dim, repeats):
+        calls.append(("measure", nodes, degree, heads, head_dim, repeats))
+        return {"allowed_pairs": 1234, "copy_bandwidth_gb_s": 4210.4, "rows": [row]}
+
+    machine = {"cuda": {"name": "NVIDIA H200"}}
+    monkeypatch.setattr(script.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(script, "measure", measure)
+    monkeypatch.setattr(script, "machine_info", lambda: calls.append("machine") or machine)
+    out = tmp_path / "out"
+    argv = ["--nodes", "1000", "--degree", "3", "--heads", "2", "--head-dim", "8"]
+    assert script.main([*argv, "--repeats", "5", "--out", str(out)]) == 0
+    assert calls == ["machine", ("measure", 1000, 3, 2, 8, 5)]  # the load before the timing
+    payload = json.loads((out / "cuda_kernel_bandwidth.json").read_text())
+    assert payload["machine"] == machine and payload["rows"] == [row]
+    markdown = (out / "cuda_kernel_bandwidth.md").read_text()
+    assert "NVIDIA H200, measured copy bandwidth 4210 GB/s; N=1,000, " in markdown
+    assert "allowed pairs 1,234, 2 heads x 8." in markdown
+    assert "| fp32 | forward | 3.24 | 7.30 | 2253 | 54% |" in markdown
 
 
 def test_kernel_traffic_counts_every_read_and_write():
