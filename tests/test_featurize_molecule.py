@@ -10,6 +10,7 @@ from rdkit import Chem, rdBase
 
 from graphattn.errors import GraphInputError
 from graphattn.featurize.molecule import (
+    FeaturizationError,
     InvalidSmilesError,
     MoleculeFeaturizer,
     featurize_smiles,
@@ -241,6 +242,20 @@ def test_invalid_smiles_raise_with_the_string(smiles: str) -> None:
     assert repr(smiles) in str(info.value)
     assert info.value.smiles == smiles and info.value.reason
     assert isinstance(info.value, GraphInputError) and isinstance(info.value, ValueError)
+
+
+def test_featurization_errors_survive_pickling() -> None:
+    # a worker process (DataLoader workers, an ensemble member's process) hands its error
+    # to the parent pickled: it must come back whole, not as a TypeError from __init__
+    import pickle
+
+    with pytest.raises(InvalidSmilesError) as info:
+        MoleculeFeaturizer()("C1CC")
+    back = pickle.loads(pickle.dumps(info.value))
+    assert type(back) is InvalidSmilesError and str(back) == str(info.value)
+    assert (back.smiles, back.reason) == ("C1CC", info.value.reason)
+    plain = pickle.loads(pickle.dumps(FeaturizationError("[Fe]", "no bonds")))
+    assert type(plain) is FeaturizationError and str(plain) == "cannot featurize '[Fe]': no bonds"
 
 
 def test_invalid_smiles_reason_is_captured_and_not_printed(capfd: pytest.CaptureFixture) -> None:

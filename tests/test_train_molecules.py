@@ -488,6 +488,7 @@ def test_a_killed_worker_is_named_and_ends_the_others(tmp_path, capsys, monkeypa
 
 
 def test_a_dead_worker_is_told_by_its_exit_code():
+    import pickle
     import signal
 
     from graphattn.train.molecules import WorkerProcessDied
@@ -498,8 +499,21 @@ def test_a_dead_worker_is_told_by_its_exit_code():
     crashed = WorkerProcessDied(1)
     assert crashed.exitcode == 1
     assert "exited with code 1 " in str(crashed) and "__name__ ==" in str(crashed)
+    set_up_failed = str(WorkerProcessDied(0))  # the pool's initializer raised
+    assert "exited with code 0 before training" in set_up_failed
+    assert "__name__" not in set_up_failed
     unknown = WorkerProcessDied()
     assert unknown.exitcode is None and "killed (by the out-of-memory" in str(unknown)
+    back = pickle.loads(pickle.dumps(crashed))  # whole, not a TypeError from __init__
+    assert type(back) is WorkerProcessDied and (back.exitcode, str(back)) == (1, str(crashed))
+
+
+def _pool_with_workers(*exitcodes):
+    """A stand-in for a process pool whose workers have these exit codes (None: running)."""
+    from types import SimpleNamespace
+
+    workers = {pid: SimpleNamespace(exitcode=code) for pid, code in enumerate(exitcodes)}
+    return SimpleNamespace(_processes=workers)
 
 
 def test_the_worker_reported_dead_is_not_one_the_pool_ended():
@@ -510,32 +524,56 @@ def test_the_worker_reported_dead_is_not_one_the_pool_ended():
 
     from graphattn.train.molecules import _ended_worker
 
-    def pool(*exitcodes):
-        workers = {pid: SimpleNamespace(exitcode=code) for pid, code in enumerate(exitcodes)}
-        return SimpleNamespace(_processes=workers)
-
-    assert _ended_worker(pool(None, None)) is None
+    assert _ended_worker(_pool_with_workers(None, None)) is None
     assert _ended_worker(SimpleNamespace(_processes=None)) is None  # shut down
-    assert _ended_worker(pool(None, -signal.SIGTERM, -signal.SIGKILL)).exitcode == -9
-    assert _ended_worker(pool(-signal.SIGTERM, None, 1)).exitcode == 1
-    assert _ended_worker(pool(None, -signal.SIGTERM)).exitcode == -signal.SIGTERM
+    killed = _pool_with_workers(None, -signal.SIGTERM, -signal.SIGKILL)
+    assert _ended_worker(killed).exitcode == -signal.SIGKILL
+    assert _ended_worker(_pool_with_workers(-signal.SIGTERM, None, 1)).exitcode == 1
+    only_terminated = _pool_with_workers(None, -signal.SIGTERM)
+    assert _ended_worker(only_terminated).exitcode == -signal.SIGTERM
 
 
-def test_a_broken_pool_reads_as_a_dead_worker_and_other_errors_as_raised():
+def test_member_errors_come_first_then_the_worker_that_died():
+    import signal
     from concurrent.futures import Future
     from concurrent.futures.process import BrokenProcessPool
 
-    from graphattn.train.molecules import WorkerProcessDied, _raise_member_error
+    from graphattn.train.molecules import WorkerProcessDied, _raise_member_errors
 
-    broken, failed = Future(), Future()
-    broken.set_exception(BrokenProcessPool("A process in the process pool was terminated"))
-    failed.set_exception(ValueError("normalize must be one of"))
-    with pytest.raises(WorkerProcessDied) as died:
-        _raise_member_error(broken)
-    assert died.value.exitcode is None
-    assert isinstance(died.value.__cause__, BrokenProcessPool)
+    def futures(*errors):
+        made = []
+        for error in errors:
+            made.append(Future())
+            if error is not None:
+                made[-1].set_exception(error)
+        return made
+
+    def broken():
+        return BrokenProcessPool("A process in the process pool was terminated abruptly")
+
+    sigkill, sigterm = -signal.SIGKILL, -signal.SIGTERM
+    # nothing wrong yet
+    assert _raise_member_errors(futures(None, None), _pool_with_workers(None, None)) is None
+    # a member's own error, even once a worker has ended
+    member_error = futures(ValueError("normalize must be one of"), broken())
     with pytest.raises(ValueError, match="normalize must be one of"):
-        _raise_member_error(failed)
+        _raise_member_errors(member_error, _pool_with_workers(None, sigkill))
+    # a killed worker the pool has not noticed yet
+    with pytest.raises(WorkerProcessDied) as died:
+        _raise_member_errors(futures(None, None), _pool_with_workers(sigkill, None))
+    assert died.value.exitcode == sigkill and died.value.__cause__ is None
+    # the pool noticed, and ended the other worker itself: the first one is told
+    with pytest.raises(WorkerProcessDied) as died:
+        _raise_member_errors(futures(broken(), broken()), _pool_with_workers(sigterm, sigkill))
+    assert died.value.exitcode == sigkill
+    assert isinstance(died.value.__cause__, BrokenProcessPool)
+    # broken with only the pool's own SIGTERMs (say, an error it could not unpickle, which
+    # the BrokenProcessPool's cause holds): no exit code to tell
+    for workers in [(sigterm, sigterm), (None, None)]:
+        with pytest.raises(WorkerProcessDied) as died:
+            _raise_member_errors(futures(broken(), None), _pool_with_workers(*workers))
+        assert died.value.exitcode is None
+        assert isinstance(died.value.__cause__, BrokenProcessPool)
 
 
 def test_stopped_workers_leave_no_queued_member_to_wait_for(monkeypatch):
@@ -707,9 +745,11 @@ def test_a_script_without_the_main_guard_is_told_to_add_it(tmp_path):
         timeout=300,
     )
     assert ran.returncode == 1
-    last_line = ran.stderr.strip().splitlines()[-1]
-    assert last_line.startswith("graphattn.train.molecules.WorkerProcessDied: ")
-    assert "exited with code 1" in last_line and 'if __name__ == "__main__":' in last_line
+    error = "graphattn.train.molecules.WorkerProcessDied: "
+    # not always the last line: a worker ended mid-start can leave a resource warning after
+    told = [line for line in ran.stderr.splitlines() if line.startswith(error)]
+    assert len(told) == 1, ran.stderr[-3000:]
+    assert "exited with code 1" in told[0] and 'if __name__ == "__main__":' in told[0]
 
 
 def test_worker_processes_end_with_a_killed_parent(tmp_path):

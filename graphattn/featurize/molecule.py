@@ -64,6 +64,11 @@ class FeaturizationError(GraphInputError):
         self.reason = reason
         super().__init__(f"{self.what} {smiles!r}: {reason}")
 
+    def __reduce__(self):
+        # pickled (out of a worker process, say) with the arguments __init__ takes: the
+        # default would call it with the message alone
+        return type(self), (self.smiles, self.reason)
+
 
 class InvalidSmilesError(FeaturizationError):
     """A SMILES string (or molecule) that RDKit cannot turn into a valid molecule.

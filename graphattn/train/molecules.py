@@ -675,12 +675,7 @@ def _collect_members(pool, job: _MembersJob, reports, label: str, progress: bool
                     loss=f"{loss:.4f}",
                     **{f"val_{job.metric}": f"{value:.4f}"},
                 )
-            ended = _ended_worker(pool)  # first: the pool then ends the others itself
-            if ended is not None:
-                raise WorkerProcessDied(ended.exitcode)
-            for future in futures:
-                if future.done() and future.exception() is not None:
-                    _raise_member_error(future)
+            _raise_member_errors(futures, pool)
             if all(f.done() for f in futures) and reports.empty():
                 break
             time.sleep(0.2)
@@ -705,6 +700,9 @@ class WorkerProcessDied(RuntimeError):
             "after another in this process: in less memory, and with no processes to start"
         )
 
+    def __reduce__(self):  # pickled with the argument __init__ takes, not the message
+        return type(self), (self.exitcode,)
+
 
 def _how(exitcode: int | None) -> str:
     """How a worker process ended, in words, from its exit code."""
@@ -715,9 +713,11 @@ def _how(exitcode: int | None) -> str:
             name = signal.Signals(-exitcode).name
         except ValueError:
             name = f"signal {-exitcode}"
-        if -exitcode == signal.SIGKILL:
+        if -exitcode == getattr(signal, "SIGKILL", None):  # no SIGKILL on Windows
             return f"killed by {name} (as the out-of-memory killer and kill -9 do)"
         return f"killed by {name}"
+    if exitcode == 0:  # how a worker ends whose set-up failed (the pool logs the error)
+        return "it exited with code 0 before training (its error, if logged, is above)"
     # a script without the guard runs again in each worker, and fails there when it
     # starts processes of its own: Python's error, not ours, is printed above
     return (
@@ -726,13 +726,24 @@ def _how(exitcode: int | None) -> str:
     )
 
 
-def _raise_member_error(future) -> None:
-    """Raise a member's error as the worker raised it; a dead worker, which leaves only
-    the pool's bare ``BrokenProcessPool``, as :class:`WorkerProcessDied`."""
-    error = future.exception()
-    if isinstance(error, BrokenProcessPool):
-        raise WorkerProcessDied() from error
-    future.result()
+def _raise_member_errors(futures: list, pool: ProcessPoolExecutor) -> None:
+    """Raise a member's error as its worker raised it, else report a worker that died.
+
+    A dead worker leaves the pool "broken": it marks every future with a bare
+    ``BrokenProcessPool`` and ends the other workers itself (SIGTERM), so the exit code
+    told is that of the worker that ended first. A pool that broke with no such worker
+    (its own SIGTERMs only: an error it could not read back, say) is reported with its
+    own error as the cause, which holds the reason."""
+    failed = [f for f in futures if f.done() and f.exception() is not None]
+    for future in failed:
+        if not isinstance(future.exception(), BrokenProcessPool):
+            future.result()  # a member's own error
+    broken = failed[0].exception() if failed else None  # what is left: the pool broke
+    ended = _ended_worker(pool)
+    if ended is not None and not (broken is not None and ended.exitcode == -signal.SIGTERM):
+        raise WorkerProcessDied(ended.exitcode) from broken
+    if broken is not None:
+        raise WorkerProcessDied() from broken
 
 
 def _ended_worker(pool: ProcessPoolExecutor) -> multiprocessing.Process | None:
