@@ -86,8 +86,8 @@ def add_common_args(parser: argparse.ArgumentParser, seeds: Sequence[int] | None
     parser.add_argument(
         "--smoke",
         action="store_true",
-        help="tiny settings (1-2 epochs, 1 seed, subsets) to check the pipeline; "
-        "the figures are meaningless",
+        help="tiny settings (fewer epochs, seeds, sizes or repeats, as the script has them) "
+        "to check the pipeline; the figures are meaningless",
     )
     parser.add_argument("--out", type=Path, default=Path("bench_out"), help="output folder")
 
