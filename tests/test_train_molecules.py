@@ -487,6 +487,18 @@ def test_a_killed_worker_is_named_and_ends_the_others(tmp_path, capsys, monkeypa
     assert "graphattn train: error: a worker process training ensemble members ended" in err
 
 
+def test_ctrl_c_ends_the_cli_with_one_line_and_status_130(tmp_path, capsys, monkeypatch):
+    from graphattn.train import molecules
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(molecules, "train_molecule_model", interrupted)
+    argv = ["train", "--csv", str(write_alcohols(tmp_path / "m.csv")), "--target-col", "y"]
+    assert main([*argv, "--out", str(tmp_path / "run")]) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "graphattn train: interrupted"
+
+
 def test_a_dead_worker_is_told_by_its_exit_code():
     import pickle
     import signal

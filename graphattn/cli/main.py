@@ -865,6 +865,9 @@ def main(argv: list[str] | None = None) -> int:
     ) as err:
         print(f"graphattn {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback from deep in training
+        print(f"graphattn {args.command}: interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, the status a shell gives a command Ctrl-C ended
 
 
 if __name__ == "__main__":
