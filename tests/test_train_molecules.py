@@ -990,11 +990,40 @@ def test_an_undefined_validation_metric_selects_on_validation_loss(tmp_path, cap
     assert all(np.isfinite(h["val_loss"]) for h in history)
 
 
+def _keep_figures(plots, monkeypatch) -> list:
+    """The figures ``plots`` draws from now on, to look at after they are saved."""
+    figures = []
+    make = plots._figure
+    monkeypatch.setattr(plots, "_figure", lambda size: figures.append(make(size)) or figures[-1])
+    return figures
+
+
+def test_plots_leave_the_callers_matplotlib_backend_alone(tmp_path):
+    # a notebook's inline backend must survive importing graphattn.train and writing a
+    # run's figures (the module used to switch the process to Agg when imported)
+    import subprocess
+    import sys
+
+    code = (
+        "import matplotlib, sys; matplotlib.use('svg')\n"
+        "from graphattn.train import plots\n"
+        "history = [{'epoch': 1, 'train_loss': 0.8, 'val_rmse': 1.2, 'best': True}]\n"
+        "plots.plot_learning_curve(history, 'rmse', sys.argv[1])\n"
+        "print(matplotlib.get_backend())\n"
+    )
+    png = tmp_path / "curve.png"
+    ran = subprocess.run(
+        [sys.executable, "-c", code, str(png)], capture_output=True, text=True, timeout=120
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.strip() == "svg"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_a_learning_curve_of_one_epoch_draws_its_points(tmp_path, monkeypatch):
     from graphattn.train import plots
 
-    figures = []
-    monkeypatch.setattr(plots.plt, "close", figures.append)  # keep the figure to look at
+    figures = _keep_figures(plots, monkeypatch)
     history = [{"epoch": 1, "train_loss": 0.8, "val_rmse": 1.2, "best": True, "member": 0}]
     history += [{**h, "member": 1} for h in history]  # an ensemble stopped after one epoch
     plots.plot_learning_curve(history, "rmse", tmp_path / "learning_curve.png")
@@ -1003,15 +1032,12 @@ def test_a_learning_curve_of_one_epoch_draws_its_points(tmp_path, monkeypatch):
     assert len(points) == 4  # train loss and validation RMSE of each member
     # a line through a single point is invisible: each needs a marker (the PNG was empty)
     assert all(line.get_marker() not in (None, "None", "", " ") for line in points)
-    monkeypatch.undo()
-    plots.plt.close(figure)
 
 
 def test_the_learning_curve_marks_the_kept_epoch(tmp_path, monkeypatch):
     from graphattn.train import plots
 
-    figures = []
-    monkeypatch.setattr(plots.plt, "close", figures.append)
+    figures = _keep_figures(plots, monkeypatch)
     history = [  # better at epochs 1 and 3: the model kept is that of epoch 3
         {"epoch": e, "train_loss": 1.0 / e, "val_rmse": v, "best": b}
         for e, v, b in ((1, 1.0, True), (2, 1.1, False), (3, 0.9, True), (4, 0.95, False))
@@ -1020,8 +1046,6 @@ def test_the_learning_curve_marks_the_kept_epoch(tmp_path, monkeypatch):
     (figure,) = figures
     marks = [line for ax in figure.axes for line in ax.get_lines() if line.get_linestyle() == "--"]
     assert [list(line.get_xdata()) for line in marks] == [[3, 3]]
-    monkeypatch.undo()
-    plots.plt.close(figure)
 
 
 def test_classification_predictions_give_logits_and_probabilities(tmp_path):

@@ -1,4 +1,9 @@
-"""Figures written into run folders (matplotlib, no display needed)."""
+"""Figures written into run folders (matplotlib, no display needed).
+
+Figures are built with :class:`matplotlib.figure.Figure` and rendered by the Agg canvas
+directly, without pyplot: the process's backend (a notebook's, say) is left alone, and
+no figure stays registered with pyplot when a save fails.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -17,12 +21,19 @@ if TYPE_CHECKING:
 __all__ = ["plot_confusion_matrix", "plot_graph", "plot_learning_curve"]
 
 
+def _figure(size: tuple[float, float]) -> Figure:
+    fig = Figure(figsize=size)
+    FigureCanvasAgg(fig)  # attaches itself to fig
+    return fig
+
+
 def plot_learning_curve(history: list[dict], metric: str, path: str | Path) -> Path:
     """Training loss and the validation metric per epoch, best epoch marked.
 
     Histories of several ensemble members (a ``member`` key) are drawn as one line each.
     """
-    fig, (ax_loss, ax_val) = plt.subplots(1, 2, figsize=(10, 4))
+    fig = _figure((10, 4))
+    ax_loss, ax_val = fig.subplots(1, 2)
     members = sorted({h.get("member", 0) for h in history})
     for member in members:
         rows = [h for h in history if h.get("member", 0) == member]
@@ -45,13 +56,13 @@ def plot_learning_curve(history: list[dict], metric: str, path: str | Path) -> P
     ax_val.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    plt.close(fig)
     return Path(path)
 
 
 def plot_confusion_matrix(matrix: np.ndarray, labels: list[str], path: str | Path) -> Path:
     """Counts of (true, predicted) classes."""
-    fig, ax = plt.subplots(figsize=(1.2 * len(labels) + 3, 1.2 * len(labels) + 2))
+    fig = _figure((1.2 * len(labels) + 3, 1.2 * len(labels) + 2))
+    ax = fig.subplots()
     ax.imshow(matrix, cmap="Blues")
     ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
     ax.set_yticks(range(len(labels)), labels)
@@ -62,7 +73,6 @@ def plot_confusion_matrix(matrix: np.ndarray, labels: list[str], path: str | Pat
         ax.text(j, i, str(count), ha="center", va="center", color=colour)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    plt.close(fig)
     return Path(path)
 
 
@@ -72,9 +82,10 @@ def plot_graph(
     """Draw a networkx graph with nodes coloured by class index."""
     import networkx as nx
 
-    fig, ax = plt.subplots(figsize=(8, 8))
+    fig = _figure((8, 8))
+    ax = fig.subplots()
     layout = nx.spring_layout(graph, seed=0, iterations=50 if len(graph) < 500 else 20)
-    cmap = plt.get_cmap("tab10")
+    cmap = matplotlib.colormaps["tab10"]
     nx.draw_networkx_edges(graph, layout, ax=ax, alpha=0.2, width=0.5)
     nx.draw_networkx_nodes(
         graph,
@@ -90,5 +101,4 @@ def plot_graph(
     ax.axis("off")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    plt.close(fig)
     return Path(path)
