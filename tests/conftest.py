@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
+import random
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -49,6 +52,17 @@ def offline(monkeypatch, tmp_path) -> None:
 
 def _no_download(card, timeout):
     raise OSError("no network in this test")
+
+
+def draws_after_seeding(seed: int, between: Callable[[], object] = lambda: None) -> tuple:
+    """Seed the global generators of Python, NumPy and torch with ``seed``, call
+    ``between``, then draw a number from each: the draws are those without ``between``
+    when it gives the generators back as it found them."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    between()
+    return torch.rand(1).item(), np.random.rand(), random.random()
 
 
 @pytest.fixture(autouse=True)

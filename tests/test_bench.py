@@ -402,6 +402,33 @@ def _fail_reference(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(models, "build_attention", broken)
 
 
+def test_a_run_in_this_process_gives_back_the_callers_threads_and_generators(
+    tmp_path: Path,
+) -> None:
+    # its cases set torch's threads (1 in quick mode) and seed its generator
+    from tests.conftest import draws_after_seeding
+
+    def run() -> None:
+        run_benchmarks(
+            tmp_path,
+            quick=True,
+            device="cpu",
+            progress=False,
+            isolate=False,
+            suites=["scaling"],
+            paired_rounds=1,
+            max_dense_bytes=QUICK_DENSE_BUDGET,
+        )
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(3)  # not the quick run's 1
+    try:
+        assert draws_after_seeding(7, run) == draws_after_seeding(7)
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_in_process_crash_is_a_failed_case_and_the_run_finishes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

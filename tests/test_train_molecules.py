@@ -990,6 +990,24 @@ def test_an_undefined_validation_metric_selects_on_validation_loss(tmp_path, cap
     assert all(np.isfinite(h["val_loss"]) for h in history)
 
 
+def test_training_and_prediction_give_the_caller_its_random_generators_back(tmp_path):
+    # training seeds Python's, NumPy's and torch's generators for its own run; a notebook's
+    # draws afterwards used to be the same whatever it had seeded (and loading a model
+    # drew its discarded random start weights from the caller's generator)
+    from graphattn.train import predict_molecules
+    from tests.conftest import draws_after_seeding
+
+    dataset = MoleculeCSV(write_alcohols(tmp_path / "m.csv"), target_cols=["y"])
+    config = MoleculeTrainConfig(epochs=1, ensemble=2, model={"hidden": 16, "layers": 1})
+
+    def train_and_predict() -> None:
+        train_molecule_model(dataset, config, run_dir=tmp_path / "run", progress=False)
+        predict_molecules(tmp_path / "run", ["CCO"], progress=False)
+
+    for seed in (7, 8):  # each caller's own sequence, not the run's seed's
+        assert draws_after_seeding(seed, train_and_predict) == draws_after_seeding(seed)
+
+
 def _keep_figures(plots, monkeypatch) -> list:
     """The figures ``plots`` draws from now on, to look at after they are saved."""
     figures = []

@@ -116,6 +116,18 @@ def test_facebook_pages_short_run_learns(data_dir):
     assert metrics["val"]["accuracy"] > majority + 0.2
 
 
+def test_node_training_gives_the_caller_its_random_generators_back():
+    from tests.conftest import draws_after_seeding
+
+    data = from_networkx(nx.karate_club_graph(), label_attr="club")
+    masks = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+
+    def train() -> None:
+        train_node_model(data, masks, NodeTrainConfig(epochs=2), progress=False)
+
+    assert draws_after_seeding(7, train) == draws_after_seeding(7)
+
+
 def test_a_networkx_graph_without_node_features_trains_on_structural_ones(tmp_path):
     import networkx as nx
 

@@ -9,11 +9,12 @@ read the results.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import json
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -41,7 +42,7 @@ from graphattn.bench.worker import (
     skipped_result,
 )
 from graphattn.errors import GraphInputError
-from graphattn.train.loop import training_device
+from graphattn.train.loop import global_rng_restored, training_device
 
 __all__ = [
     "default_dense_budget",
@@ -285,6 +286,23 @@ def nothing_measured(result: dict) -> str | None:
     return "; ".join(sorted({str(case.get("reason", case.get("status"))) for case in cases}))
 
 
+def _keeps_callers_torch_settings(run: Callable[..., dict]) -> Callable[..., dict]:
+    """Cases run in this process set torch's threads and seed its generator: the
+    caller's threads and generators are put back afterwards."""
+
+    @functools.wraps(run)
+    def run_and_restore(*args, **kwargs) -> dict:
+        threads = torch.get_num_threads()
+        try:
+            with global_rng_restored():
+                return run(*args, **kwargs)
+        finally:
+            torch.set_num_threads(threads)
+
+    return run_and_restore
+
+
+@_keeps_callers_torch_settings
 def run_benchmarks(
     out_dir: str | Path,
     quick: bool = False,

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
 import json
 import logging
 import math
 import random
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -21,6 +25,8 @@ __all__ = [
     "EarlyStopping",
     "check_run_folder",
     "check_training_settings",
+    "global_rng_restored",
+    "keeps_global_rng",
     "seed_everything",
     "start_run_folder",
     "training_device",
@@ -143,6 +149,36 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)  # NumPy's legacy seed has 32 bits; large seeds wrap
     torch.manual_seed(torch_seed(seed))
+
+
+@contextlib.contextmanager
+def global_rng_restored() -> Iterator[None]:
+    """Seed and draw freely inside: the global generators of Python, NumPy and torch (the
+    CPU's, and those of CUDA devices already in use) are put back as they were on exit."""
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    # forking CUDA's generators would initialise CUDA in a process that has not used it
+    cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    try:
+        with torch.random.fork_rng(devices=cuda):
+            yield
+    finally:
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)
+
+
+_Train = TypeVar("_Train", bound=Callable)
+
+
+def keeps_global_rng(train: _Train) -> _Train:
+    """``train`` run in :func:`global_rng_restored`: it seeds the global generators for
+    its own run, and the caller's random draws (a notebook's) go on as if it had not."""
+
+    @functools.wraps(train)
+    def run(*args, **kwargs):
+        with global_rng_restored():
+            return train(*args, **kwargs)
+
+    return run  # type: ignore[return-value]
 
 
 def torch_seed(seed: int) -> int:

@@ -159,11 +159,12 @@ def load_molecule_model(
     checkpoint = load_molecule_checkpoint(run_dir)
     config = MoleculeModelConfig.from_dict(checkpoint["model_config"])
     size = int(checkpoint.get("ensemble_size", 1))
-    model = (
-        MoleculeModel(config)
-        if size == 1
-        else MoleculeEnsemble([MoleculeModel(config) for _ in range(size)])
-    )
+    with torch.random.fork_rng(devices=[]):  # random start weights, replaced below: the
+        model = (  # caller's generator is not advanced by them
+            MoleculeModel(config)
+            if size == 1
+            else MoleculeEnsemble([MoleculeModel(config) for _ in range(size)])
+        )
     model.load_state_dict(checkpoint["state_dict"])
     if mode is not None:
         model.set_mode(mode)

@@ -50,6 +50,7 @@ from graphattn.train.loop import (
     EarlyStopping,
     check_run_folder,
     check_training_settings,
+    keeps_global_rng,
     seed_everything,
     start_run_folder,
     training_device,
@@ -166,6 +167,8 @@ class MoleculeTrainConfig:
         warmup_epochs: linear warm-up length.
         patience: stop after this many epochs without a better validation metric.
         seed: seeds the split, the initialisation and the batch order.
+            Training seeds the global generators of Python, NumPy and torch with it,
+            and gives the caller's back as they were when it returns.
         split: ``"random"`` or ``"scaffold"``.
         fractions: train / validation / test fractions.
         task: ``"regression"`` or ``"classification"``.
@@ -378,6 +381,7 @@ def _selection_metric(task: str, val_targets: torch.Tensor, num_val: int) -> str
     return "loss"
 
 
+@keeps_global_rng
 def train_molecule_model(
     dataset: MoleculeDataset,
     config: MoleculeTrainConfig | None = None,

@@ -31,6 +31,7 @@ from graphattn.train.loop import (
     EarlyStopping,
     check_run_folder,
     check_training_settings,
+    keeps_global_rng,
     seed_everything,
     start_run_folder,
     torch_seed,
@@ -65,6 +66,8 @@ class NodeTrainConfig:
         patience: early-stopping patience on validation accuracy (ignored without
             validation nodes: then the fixed schedule runs to the end).
         seed: seeds the split, the initialisation and dropout.
+            Training seeds the global generators of Python, NumPy and torch with it,
+            and gives the caller's back as they were when it returns.
         fractions: train / val / test fractions of the labelled nodes.
         labels_per_class: instead, k training labels per class.
         hidden, layers, heads, dropout, input_dropout: the model (:class:`NodeModelConfig`).
@@ -186,6 +189,7 @@ def _check_labels(data) -> torch.Tensor:
     return y
 
 
+@keeps_global_rng
 def train_node_model(
     data: Data,
     masks: dict[str, torch.Tensor] | tuple[torch.Tensor, torch.Tensor, torch.Tensor],
