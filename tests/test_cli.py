@@ -109,6 +109,13 @@ def test_molecule_training_refuses_labels_per_class(tmp_path, capsys):
     assert "--labels-per-class applies to node training only" in capsys.readouterr().err
 
 
+def test_an_unknown_data_set_is_one_error_line_with_status_2(tmp_path, capsys):
+    assert main(["train", "--dataset", "nosuch", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("graphattn train: error: unknown data set 'nosuch'; choose from (")
+    assert "'esol'" in err and "'karate'" in err
+
+
 def test_an_out_path_that_is_a_file_is_refused_before_the_data_is_read(tmp_path, capsys):
     taken = tmp_path / "notes.txt"
     taken.write_text("not a run folder")

@@ -497,6 +497,47 @@ def test_ctrl_c_ends_the_cli_with_one_line_and_status_130(tmp_path, capsys, monk
     argv = ["train", "--csv", str(write_alcohols(tmp_path / "m.csv")), "--target-col", "y"]
     assert main([*argv, "--out", str(tmp_path / "run")]) == 130
     assert capsys.readouterr().err.strip().splitlines()[-1] == "graphattn train: interrupted"
+    (tmp_path / "run").mkdir()  # a run folder begun: the message warns of it
+    assert main([*argv, "--out", str(tmp_path / "run")]) == 130
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == f"graphattn train: interrupted ({tmp_path / 'run'} may hold a partial run)"
+
+
+def test_ctrl_c_ends_the_command_by_sigint_so_a_shell_loop_stops_too(tmp_path):
+    # exiting with status 130 instead would make bash run the next command of a loop
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    source = write_alcohols(tmp_path / "m.csv")
+    long = ["--epochs", "1000000", "--patience", "1000000", "--out", str(tmp_path / "run")]
+    command = ["-m", "graphattn.cli.main", "train", "--csv", str(source), "--target-col", "y"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    process = subprocess.Popen([sys.executable, *command, *long], env=env, stderr=subprocess.PIPE)
+    err = bytearray()
+
+    def read_stderr() -> None:
+        for chunk in iter(process.stderr.read1, b""):  # as it comes: tqdm ends no lines
+            err.extend(chunk)
+
+    reader = threading.Thread(target=read_stderr)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 120
+        while b"epoch" not in err and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)  # the progress bar (unit: epoch) shows that training has begun
+        assert b"epoch" in err, "training did not start"
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
+    finally:
+        process.kill()
+        reader.join(timeout=10)
+    assert process.returncode == -signal.SIGINT  # the shell reports 130, and stops a loop
+    text = err.decode()
+    assert text.rstrip().endswith("graphattn train: interrupted") and "Traceback" not in text
 
 
 def test_a_dead_worker_is_told_by_its_exit_code():

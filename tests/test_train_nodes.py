@@ -128,6 +128,19 @@ def test_node_training_gives_the_caller_its_random_generators_back():
     assert draws_after_seeding(7, train) == draws_after_seeding(7)
 
 
+def test_training_leaves_cudas_queued_seed_to_the_caller(monkeypatch):
+    # torch.manual_seed also seeds CUDA, queued until CUDA starts: the run's seed must not
+    # be what a caller's first CUDA draws follow
+    seeds = []
+    seed_all = torch.cuda.manual_seed_all
+    monkeypatch.setattr(torch.cuda, "manual_seed_all", lambda s: seeds.append(s) or seed_all(s))
+    data = from_networkx(nx.karate_club_graph(), label_attr="club")
+    masks = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    torch.manual_seed(7)
+    train_node_model(data, masks, NodeTrainConfig(epochs=1, seed=123), progress=False)
+    assert 123 in seeds and seeds[-1] == 7
+
+
 def test_a_networkx_graph_without_node_features_trains_on_structural_ones(tmp_path):
     import networkx as nx
 

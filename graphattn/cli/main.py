@@ -12,13 +12,16 @@ import argparse
 import csv
 import json
 import logging
+import os
 import re
+import signal
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from graphattn.bench.cases import SUITES
+from graphattn.errors import GraphInputError
 
 DEFAULT_DATASET = "nci-tpsa"
 MOLECULE_SETS = ("esol", "freesolv", "nci-tpsa")
@@ -459,7 +462,8 @@ def _train_molecules(args: argparse.Namespace) -> int:
     else:
         name = args.dataset or DEFAULT_DATASET
         if name not in MOLECULE_SETS:
-            raise SystemExit(f"unknown data set {name!r}; choose from {MOLECULE_SETS + NODE_SETS}")
+            choices = MOLECULE_SETS + NODE_SETS
+            raise GraphInputError(f"unknown data set {name!r}; choose from {choices}")
         featurizer = dataset_featurizer(name, **features)
     # a CSV gets the generic settings, whatever its file is called ("esol", "freesolv")
     config = _molecule_config(args, name if args.csv is None else "")
@@ -536,7 +540,6 @@ def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
     """Header (names stripped) and rows of a CSV file, read as ``train`` reads it: UTF-8
     with or without a byte-order mark; blank lines are not rows."""
     from graphattn.datasets.csv_file import CsvRows
-    from graphattn.errors import GraphInputError
 
     with CsvRows(path) as table:
         rows = list(table)
@@ -566,7 +569,6 @@ def _check_output_file(path: Path | None, inputs: dict[str, Path] | None = None)
     """Refuse an output file that is a folder, or one of the files the command reads or
     must keep (``inputs``: what it is -> file), before any work is done (it is written
     last)."""
-    from graphattn.errors import GraphInputError
     from graphattn.train.loop import file_in_the_way
 
     if path is not None and path.is_dir():
@@ -701,7 +703,6 @@ def _evaluated_columns(
     """Model target -> CSV column: ``--target-col NAME`` (a model target in a column of
     that name) or ``--target-col COLUMN=TARGET``; by default every model target."""
     from graphattn.datasets.molecules import column_index
-    from graphattn.errors import GraphInputError
 
     pairs = [_column_and_target(r, targets) for r in requested or targets]
     asked = [target for _, target in pairs]
@@ -845,12 +846,28 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    try:
+        return _run_command(args)
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback from deep in training
+        out = getattr(args, "out", None) if args.command == "train" else None
+        partial = f" ({out} may hold a partial run)" if out and Path(out).exists() else ""
+        print(f"graphattn {args.command}: interrupted{partial}", file=sys.stderr)
+        if argv is None and os.name == "posix":
+            # the command line: end by SIGINT, as an uncaught Ctrl-C does, so that a shell
+            # loop running this command stops too (an exit status of 130 would not)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        return 130  # 128 + SIGINT, the status a shell reports for a command Ctrl-C ended
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    """Run ``args.command``; a known kind of failure becomes one error line and status 2."""
+    # imported here (torch, RDKit: seconds) so that a Ctrl-C meanwhile is handled too
     if getattr(args, "threads", None) is not None:
         import torch
 
         torch.set_num_threads(args.threads)  # graphattn's Numba kernels follow it
     from graphattn.datasets.files import DatasetChecksumError, DatasetUnavailableError
-    from graphattn.errors import GraphInputError
     from graphattn.train.molecules import WorkerProcessDied
 
     try:
@@ -865,9 +882,6 @@ def main(argv: list[str] | None = None) -> int:
     ) as err:
         print(f"graphattn {args.command}: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback from deep in training
-        print(f"graphattn {args.command}: interrupted", file=sys.stderr)
-        return 130  # 128 + SIGINT, the status a shell gives a command Ctrl-C ended
 
 
 if __name__ == "__main__":

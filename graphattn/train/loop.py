@@ -157,13 +157,18 @@ def global_rng_restored() -> Iterator[None]:
     CPU's, and those of CUDA devices already in use) are put back as they were on exit."""
     python_state, numpy_state = random.getstate(), np.random.get_state()
     # forking CUDA's generators would initialise CUDA in a process that has not used it
-    cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    cuda_in_use = torch.cuda.is_initialized()
+    cuda = list(range(torch.cuda.device_count())) if cuda_in_use else []
     try:
         with torch.random.fork_rng(devices=cuda):
             yield
     finally:
         random.setstate(python_state)
         np.random.set_state(numpy_state)
+        if not cuda_in_use:
+            # torch.manual_seed inside also seeded CUDA (queued until CUDA starts): queue
+            # the seed the caller's torch.manual_seed had given it instead
+            torch.cuda.manual_seed_all(torch.initial_seed())
 
 
 _Train = TypeVar("_Train", bound=Callable)
