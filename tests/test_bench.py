@@ -402,28 +402,31 @@ def _fail_reference(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(models, "build_attention", broken)
 
 
+def _quick_scaling_in_this_process(out: Path) -> dict:
+    """The quick grid's scaling suite, every case in this process, one paired round."""
+    return run_benchmarks(
+        out,
+        quick=True,
+        device="cpu",
+        progress=False,
+        isolate=False,
+        suites=["scaling"],
+        paired_rounds=1,
+        max_dense_bytes=QUICK_DENSE_BUDGET,
+    )
+
+
 def test_a_run_in_this_process_gives_back_the_callers_threads_and_generators(
     tmp_path: Path,
 ) -> None:
     # its cases set torch's threads (1 in quick mode) and seed its generator
     from tests.conftest import draws_after_seeding
 
-    def run() -> None:
-        run_benchmarks(
-            tmp_path,
-            quick=True,
-            device="cpu",
-            progress=False,
-            isolate=False,
-            suites=["scaling"],
-            paired_rounds=1,
-            max_dense_bytes=QUICK_DENSE_BUDGET,
-        )
-
     threads = torch.get_num_threads()
     torch.set_num_threads(3)  # not the quick run's 1
     try:
-        assert draws_after_seeding(7, run) == draws_after_seeding(7)
+        run = draws_after_seeding(7, lambda: _quick_scaling_in_this_process(tmp_path))
+        assert run == draws_after_seeding(7)
         assert torch.get_num_threads() == 3
     finally:
         torch.set_num_threads(threads)
@@ -435,16 +438,7 @@ def test_in_process_crash_is_a_failed_case_and_the_run_finishes(
     # A case raising in the main process (every CUDA case) used to abort the whole run:
     # no bench.md, no plots, no derived numbers, complete: false.
     _fail_reference(monkeypatch)
-    run_benchmarks(
-        tmp_path,
-        quick=True,
-        device="cpu",
-        progress=False,
-        isolate=False,
-        suites=["scaling"],
-        paired_rounds=1,
-        max_dense_bytes=QUICK_DENSE_BUDGET,
-    )
+    _quick_scaling_in_this_process(tmp_path)
     result = json.loads((tmp_path / "bench.json").read_text())
     assert result["complete"] is True and result["derived"]["targets"]
     assert result["settings"]["case_timeout_seconds"] is None  # no timeout in-process
