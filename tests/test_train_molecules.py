@@ -1052,8 +1052,8 @@ def test_training_and_prediction_give_the_caller_its_random_generators_back(tmp_
 def _keep_figures(plots, monkeypatch) -> list:
     """The figures ``plots`` draws from now on, to look at after they are saved."""
     figures = []
-    make = plots._figure
-    monkeypatch.setattr(plots, "_figure", lambda size: figures.append(make(size)) or figures[-1])
+    make = plots.agg_figure
+    monkeypatch.setattr(plots, "agg_figure", lambda size: figures.append(make(size)) or figures[-1])
     return figures
 
 

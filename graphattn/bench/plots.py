@@ -11,10 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from graphattn.bench.cases import LAYER_IMPLS, MODEL_IMPLS
+from graphattn.train.plots import agg_figure
 
 __all__ = ["PLOT_FILES", "left_out_note", "plot_points", "write_plots"]
 
@@ -159,8 +159,7 @@ def _molecules(fig: Figure, result: dict) -> None:
 
 
 def _save(path: Path, draw: Callable[[Figure], None], size: tuple[float, float] = (7, 5)) -> None:
-    fig = Figure(figsize=size)
-    FigureCanvasAgg(fig)
+    fig = agg_figure(size)
     draw(fig)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

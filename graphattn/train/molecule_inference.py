@@ -159,8 +159,10 @@ def load_molecule_model(
     checkpoint = load_molecule_checkpoint(run_dir)
     config = MoleculeModelConfig.from_dict(checkpoint["model_config"])
     size = int(checkpoint.get("ensemble_size", 1))
-    with torch.random.fork_rng(devices=[]):  # random start weights, replaced below: the
-        model = (  # caller's generator is not advanced by them
+    # the random start weights are replaced below: drawing them leaves the caller's
+    # generator as it was
+    with torch.random.fork_rng(devices=[]):
+        model = (
             MoleculeModel(config)
             if size == 1
             else MoleculeEnsemble([MoleculeModel(config) for _ in range(size)])

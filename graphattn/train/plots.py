@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 __all__ = ["plot_confusion_matrix", "plot_graph", "plot_learning_curve"]
 
 
-def _figure(size: tuple[float, float]) -> Figure:
+def agg_figure(size: tuple[float, float]) -> Figure:
+    """A figure of ``size`` inches drawn by its own Agg canvas (no pyplot, no backend)."""
     fig = Figure(figsize=size)
     FigureCanvasAgg(fig)  # attaches itself to fig
     return fig
@@ -32,7 +33,7 @@ def plot_learning_curve(history: list[dict], metric: str, path: str | Path) -> P
 
     Histories of several ensemble members (a ``member`` key) are drawn as one line each.
     """
-    fig = _figure((10, 4))
+    fig = agg_figure((10, 4))
     ax_loss, ax_val = fig.subplots(1, 2)
     members = sorted({h.get("member", 0) for h in history})
     for member in members:
@@ -61,7 +62,7 @@ def plot_learning_curve(history: list[dict], metric: str, path: str | Path) -> P
 
 def plot_confusion_matrix(matrix: np.ndarray, labels: list[str], path: str | Path) -> Path:
     """Counts of (true, predicted) classes."""
-    fig = _figure((1.2 * len(labels) + 3, 1.2 * len(labels) + 2))
+    fig = agg_figure((1.2 * len(labels) + 3, 1.2 * len(labels) + 2))
     ax = fig.subplots()
     ax.imshow(matrix, cmap="Blues")
     ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
@@ -82,7 +83,7 @@ def plot_graph(
     """Draw a networkx graph with nodes coloured by class index."""
     import networkx as nx
 
-    fig = _figure((8, 8))
+    fig = agg_figure((8, 8))
     ax = fig.subplots()
     layout = nx.spring_layout(graph, seed=0, iterations=50 if len(graph) < 500 else 20)
     cmap = matplotlib.colormaps["tab10"]
