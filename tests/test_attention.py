@@ -392,6 +392,8 @@ BAD_INPUTS = [
     (dict(x=torch.randn(5, 3)), r"x must have shape \[N, 8\].*got \[5, 3\]"),
     (dict(x=torch.tensor([[float("nan")] * 8] * 5)), r"non-finite values: x\[0, 0\] = nan"),
     (dict(x=torch.ones(5, 8, dtype=torch.long)), "floating-point"),
+    (dict(edge_index=[[0, 1], [1, 0]]), "edge_index must be a torch.Tensor, got list"),
+    (dict(edge_index=np.array([[0, 1], [1, 0]])), "edge_index must be a torch.Tensor, got ndarray"),
 ]
 
 
@@ -531,6 +533,13 @@ def test_graph_sizes_agree_with_the_dense_layout():
         assert graph_sizes(num_nodes, batch) == (layout.num_graphs, layout.max_nodes)
     with pytest.raises(GraphInputError, match="batch must have shape"):
         graph_sizes(3, torch.zeros(4, dtype=torch.long))
+
+
+def test_a_batch_that_is_not_a_tensor_is_refused_by_name():
+    layer = make_layer(attend="global")
+    edge_index = torch.tensor([[0, 1], [1, 0]])
+    with pytest.raises(GraphInputError, match="batch must be a torch.Tensor, got list"):
+        layer(torch.randn(3, 8), edge_index, batch=[0, 0, 1])
 
 
 def test_choose_kernel_thresholds():

@@ -134,9 +134,10 @@ def validate_batch(batch: Tensor, num_nodes: int, check_ids: bool = True) -> Non
     int32) tensor of graph ids >= 0 (``check_ids=False`` leaves the ids to the caller,
     which can check them without a host synchronisation of its own). Other integer
     types are refused: torch cannot index with int16, and reads uint8 as a mask."""
-    if not isinstance(batch, Tensor) or batch.dim() != 1 or batch.numel() != num_nodes:
-        shape = list(batch.shape) if isinstance(batch, Tensor) else type(batch).__name__
-        raise GraphInputError(f"batch must have shape [N={num_nodes}], got {shape}")
+    if not isinstance(batch, Tensor):
+        raise GraphInputError(f"batch must be a torch.Tensor, got {type(batch).__name__}")
+    if batch.dim() != 1 or batch.numel() != num_nodes:
+        raise GraphInputError(f"batch must have shape [N={num_nodes}], got {list(batch.shape)}")
     if batch.dtype not in (torch.int64, torch.int32):
         raise GraphInputError(
             f"batch must be an int64 (or int32) tensor of graph ids, got {batch.dtype}"
@@ -329,6 +330,11 @@ def prepare_edges(
 
     needs_batch = attend != "edges" and batch is not None
     tensors = [edge_index, batch if needs_batch else None]
+    # The cache key reads tensor attributes: refuse a list or array here, by name.
+    if not isinstance(edge_index, Tensor):
+        validate_edge_index(edge_index, num_nodes)
+    if needs_batch and not isinstance(batch, Tensor):
+        validate_batch(batch, num_nodes)
     # Tensors made under inference mode have no version counter, so an in-place edit
     # could not be told apart from the cached graph: they are prepared every call.
     if not cache or any(t is not None and t.is_inference() for t in tensors):
