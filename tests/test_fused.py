@@ -147,10 +147,12 @@ def test_isolated_nodes_get_zero_and_minus_inf() -> None:
 
 def test_graph_without_edges() -> None:
     edges = prepare_edges(torch.zeros(2, 0, dtype=torch.long), 5, add_self_loops=False)
-    q = torch.randn(5, 2, 4)
+    q = torch.randn(5, 2, 4, requires_grad=True)
     out, lse = fused_edge_attention(q, q, q, edges)
     assert bool((out == 0).all()) and bool(torch.isneginf(lse).all())
     assert edge_attention_weights(q, q, edges, lse).shape == (0, 2)
+    (dq,) = torch.autograd.grad(out.sum(), q)  # the zeros are still tied to the inputs
+    assert bool((dq == 0).all())
 
 
 def test_gradcheck_float64() -> None:

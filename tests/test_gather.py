@@ -110,9 +110,11 @@ def test_only_needed_gradients_and_no_edges(attend) -> None:
     torch.testing.assert_close(dq, torch.autograd.grad(ref.sum(), q)[0], atol=1e-5, rtol=1e-5)
 
     empty = prepare_edges(torch.zeros(2, 0, dtype=torch.long), 5, add_self_loops=False)
-    x = torch.randn(5, 2, 4)
+    x = torch.randn(5, 2, 4, requires_grad=True)
     out, alpha = attend(x, x, x, empty)
     assert bool((out == 0).all()) and alpha.shape == (0, 2)
+    (dx,) = torch.autograd.grad(out.sum(), x)  # the zeros are still tied to the inputs
+    assert bool((dx == 0).all())
     with pytest.raises(ValueError, match="edge_key"):
         attend(x, x, x, empty, edge_key=torch.randn(3, 2, 4))
 

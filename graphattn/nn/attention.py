@@ -420,9 +420,9 @@ class GraphSelfAttention(nn.Module):
                 f"tensors on the CPU, got {dtype} on {device}; use kernel='auto'"
             )
         if edges.num_edges == 0:
-            # Every output is zero; the reference kernel still ties it to q, k and v, so
-            # that backward reaches the projections (the compiled kernels return fresh
-            # zeros: backward failed, and DDP saw unused parameters).
+            # Every output is zero, tied to q, k and v so that backward reaches the
+            # projections (DDP must not see unused parameters); every kernel hands an
+            # empty edge set to the reference kernel for that, so go there directly.
             return "reference"
         if self.kernel != "auto":
             return self.kernel

@@ -57,6 +57,7 @@ from torch import Tensor
 from graphattn.ops.attention import (
     check_edge_attention_inputs,
     default_scale,
+    reference_edge_attention,
     refuse_double_backward,
 )
 from graphattn.ops.graph import EdgeSet
@@ -390,8 +391,10 @@ def fused_edge_attention(
     scale = default_scale(q.size(-1), scale)
     backend = _select_backend(backend, q.device)
     if edges.num_edges == 0:
+        # All zeros, but tied to q, k and v so that backward reaches them.
+        out, _ = reference_edge_attention(q, k, v, edges, scale, edge_key, edge_value)
         lse = torch.full(q.shape[:2], -math.inf, dtype=_compute_dtype(q.dtype), device=q.device)
-        return torch.zeros_like(q), lse
+        return out, lse
     return _FusedEdgeAttention.apply(q, k, v, edge_key, edge_value, edges, scale, backend)
 
 

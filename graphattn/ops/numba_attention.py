@@ -47,6 +47,7 @@ from torch import Tensor
 from graphattn.ops.attention import (
     check_edge_attention_inputs,
     default_scale,
+    reference_edge_attention,
     refuse_double_backward,
 )
 from graphattn.ops.compiled import DTYPES, jit, numba_available, per_process
@@ -330,5 +331,6 @@ def numba_edge_attention(
         )
     scale = default_scale(q.size(-1), scale)
     if edges.num_edges == 0:
-        return torch.zeros_like(q), q.new_zeros((0, q.size(1)))
+        # All zeros, but tied to q, k and v so that backward reaches them.
+        return reference_edge_attention(q, k, v, edges, scale, edge_key, edge_value)
     return _NumbaEdgeAttention.apply(q, k, v, edge_key, edge_value, edges, scale)
