@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import gc
 import itertools
 import weakref
@@ -43,6 +44,32 @@ def test_sparse_and_dense_agree_on_batches(score, edge_dim, kernel):
     torch.testing.assert_close(sparse, dense, atol=1e-5, rtol=1e-5)
     for a, b in zip(grads_sparse, grads_dense, strict=True):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("kernel", ["reference", "gather", "fused", "numba"])
+def test_saturated_attention_keeps_float32_gradients_exact(kernel):
+    """Features of scale 1,000 make each softmax one-hot; every sparse kernel (and dense
+    mode's explicit path) still matches float64. (PyTorch's fused attention, which dense
+    mode uses otherwise, does not: README, "Both modes ... agree".)"""
+    if kernel == "numba" and not numba_available():
+        pytest.skip("Numba is not installed")
+    torch.manual_seed(0)
+    edge_index = torch.tensor([[0, 0, 1, 2, 3, 3, 4, 1], [1, 1, 2, 3, 4, 4, 0, 0]])
+    layer = GraphSelfAttention(6, 8, heads=2, kernel=kernel)
+    x = torch.randn(5, 6) * 1000
+
+    def input_gradient(module, inputs, **kwargs):
+        inputs = inputs.clone().requires_grad_()
+        out = module(inputs, edge_index, **kwargs)
+        out = out[0] if isinstance(out, tuple) else out
+        weights = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
+        return torch.autograd.grad(out, inputs, weights)[0]
+
+    exact = input_gradient(copy.deepcopy(layer).double(), x.double(), mode="sparse")
+    assert float(exact.abs().max()) > 0.1
+    for kwargs in (dict(mode="sparse"), dict(mode="dense", return_attention=True)):
+        got = input_gradient(layer, x, **kwargs)
+        torch.testing.assert_close(got.double(), exact, atol=1e-6, rtol=0)
 
 
 def random_graph_cases(max_nodes: int, max_edges: int, examples: int):

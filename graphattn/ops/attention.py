@@ -213,7 +213,9 @@ def dense_attention(
 
     Uses :func:`torch.nn.functional.scaled_dot_product_attention` for the plain case
     (dot score, softmax, no edge features, no bias, weights not requested), and an
-    explicit ``[B, H, L, L]`` computation otherwise.
+    explicit ``[B, H, L, L]`` computation otherwise. The fused function's float32
+    backward loses accuracy when attention saturates (large scores); the explicit path
+    and the sparse kernels do not.
 
     Args:
         q, k, v: ``[B, H, L, D]``.
