@@ -7,6 +7,7 @@ import csv
 import json
 import logging
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -151,6 +152,31 @@ def test_evaluate_matches_targets_by_name_and_counts_bad_labels(two_target_run, 
     rmse_z = np.sqrt(np.mean((preds[:, 1] - z) ** 2))
     assert renamed["metrics"]["rmse"] == pytest.approx(rmse_z, rel=1e-4)
     assert renamed["targets"] == {"z": "mw"}
+
+
+def test_a_target_column_with_padded_header_can_be_trained_and_evaluated(tmp_path):
+    """ESOL's header holds 'Number of H-Bond Donors ' (a trailing space)."""
+    source = tmp_path / "train.csv"
+    source.write_text("smiles,Donors \n" + "".join(f"{s},{n}\n" for n, s in enumerate(ALCOHOLS)))
+    run = tmp_path / "run"
+    tiny = ["--epochs", "1", "--hidden", "8", "--layers", "1", "--no-progress", "--no-descriptors"]
+    assert (
+        main(["train", "--csv", str(source), "--target-col", "Donors ", *tiny, "--out", str(run)])
+        == 0
+    )
+    for asked in ([], ["--target-col", "Donors "], ["--target-col", "Donors"]):
+        out = tmp_path / "metrics.json"
+        command = ["evaluate", "--model", str(run), "--csv", str(source), "--out", str(out)]
+        assert main([*command, *asked, "--no-progress"]) == 0
+        assert json.loads(out.read_text())["targets"] == {"Donors": "Donors"}
+
+
+def test_evaluate_reads_a_padded_target_name_of_an_older_model():
+    from graphattn.cli.main import _evaluated_columns
+
+    chosen = _evaluated_columns(Path("x.csv"), ["smiles", "y"], None, ["y "])
+    assert chosen == {"y ": "y"}
+    assert _evaluated_columns(Path("x.csv"), ["smiles", "y"], ["y"], ["y "]) == {"y ": "y"}
 
 
 def test_evaluate_refuses_unknown_targets_and_node_models(two_target_run, tmp_path, capsys):

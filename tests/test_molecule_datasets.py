@@ -378,6 +378,15 @@ def test_a_target_column_named_twice_is_refused(tmp_path) -> None:
     path = write(tmp_path, "smiles,y\nCCO,1\n")
     with pytest.raises(GraphInputError, match=r"target column\(s\) \['y'\] named more than once"):
         MoleculeCSV(path, target_cols=["y", "y"])
+    with pytest.raises(GraphInputError, match=r"target column\(s\) \['y'\] named more than once"):
+        MoleculeCSV(path, target_cols=["y", " y "])  # columns are matched stripped
+
+
+def test_target_names_are_stored_stripped_as_columns_are_matched(tmp_path) -> None:
+    path = write(tmp_path, "smiles,Donors \nCCO,1\n")
+    assert MoleculeCSV(
+        path, target_cols=["Donors "], featurizer=MoleculeFeaturizer()
+    ).target_cols == ["Donors"]
 
 
 def test_targets_beyond_float32_are_skipped_not_stored_as_inf(tmp_path) -> None:

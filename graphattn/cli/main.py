@@ -704,6 +704,10 @@ def _evaluated_columns(
     that name) or ``--target-col COLUMN=TARGET``; by default every model target."""
     from graphattn.datasets.molecules import column_index
 
+    # Headers are read stripped, as training now strips target names; a model trained
+    # before that may hold a name with surrounding spaces.
+    stored = {target.strip(): target for target in targets}
+    targets = list(stored)
     pairs = [_column_and_target(r, targets) for r in requested or targets]
     asked = [target for _, target in pairs]
     repeated = sorted({t for t in asked if asked.count(t) > 1})
@@ -722,7 +726,7 @@ def _evaluated_columns(
         )
     for column, _ in pairs:
         column_index(header, column, path)  # refuses a column the header holds twice
-    return {target: column for column, target in pairs}
+    return {stored[target]: column for column, target in pairs}
 
 
 def _column_and_target(text: str, targets: list[str]) -> tuple[str, str]:

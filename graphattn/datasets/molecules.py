@@ -258,8 +258,9 @@ def parse_target(text: str | None, column: str) -> float:
 
 
 def _target_list(target_cols: str | Sequence[str]) -> list[str]:
-    """The target column names as a list, each named once."""
+    """The target column names, stripped as columns are matched, each named once."""
     targets = [target_cols] if isinstance(target_cols, str) else list(target_cols)
+    targets = [name.strip() for name in targets]
     repeated = sorted({name for name in targets if targets.count(name) > 1})
     if repeated:
         raise GraphInputError(f"target column(s) {repeated} named more than once")
