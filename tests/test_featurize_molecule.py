@@ -244,6 +244,13 @@ def test_invalid_smiles_raise_with_the_string(smiles: str) -> None:
     assert isinstance(info.value, GraphInputError) and isinstance(info.value, ValueError)
 
 
+def test_a_molecule_that_fails_sanitisation_raises_with_its_smiles() -> None:
+    pentavalent = Chem.MolFromSmiles("C(C)(C)(C)(C)C", sanitize=False)
+    with pytest.raises(InvalidSmilesError, match="valence") as info:
+        MoleculeFeaturizer()(pentavalent)
+    assert info.value.smiles == "C(C)(C)(C)(C)C"
+
+
 def test_featurization_errors_survive_pickling() -> None:
     # a worker process (DataLoader workers, an ensemble member's process) hands its error
     # to the parent pickled: it must come back whole, not as a TypeError from __init__

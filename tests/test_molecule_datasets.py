@@ -125,6 +125,20 @@ def test_record_with_wrong_number_of_targets_names_the_row() -> None:
         MoleculeDataset(records, target_cols=["y"], name="custom")
 
 
+def test_unreadable_and_unsanitisable_molecules_are_skipped_and_counted() -> None:
+    pentavalent = Chem.MolFromSmiles("C(C)(C)(C)(C)C", sanitize=False)
+    records = [
+        MoleculeRecord(0, Chem.MolFromSmiles("CCO"), (1.0,)),
+        MoleculeRecord(1, pentavalent, (2.0,)),
+        MoleculeRecord(2, None, (3.0,)),  # as Chem.SDMolSupplier yields for a bad entry
+        MoleculeRecord(3, "CC", (4.0,)),
+    ]
+    data = MoleculeDataset(records, target_cols=["y"])
+    assert data.rows == [0, 3]
+    assert [(s.row, s.smiles) for s in data.skipped] == [(1, "CC(C)(C)(C)C"), (2, "")]
+    assert "valence" in data.skipped[0].reason and data.skipped[1].reason == "no molecule (None)"
+
+
 def test_missing_column_lists_available_columns(tmp_path: Path) -> None:
     path = write(tmp_path, BAD_CSV)
     with pytest.raises(GraphInputError, match="'solubility' not found") as info:

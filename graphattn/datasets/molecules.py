@@ -91,12 +91,12 @@ class MoleculeRecord:
 
     Attributes:
         row: 0-based index of the data row.
-        molecule: a SMILES string or an RDKit molecule.
+        molecule: a SMILES string or an RDKit molecule (``None``: an unreadable entry).
         targets: one value per target column, ``NaN`` where missing.
     """
 
     row: int
-    molecule: str | Chem.Mol
+    molecule: str | Chem.Mol | None
     targets: tuple[float, ...]
 
 
@@ -110,7 +110,9 @@ class MoleculeDataset(Dataset):
 
     Args:
         records (Iterable[MoleculeRecord | SkippedRow]): the data rows in file order;
-            a :class:`SkippedRow` is a row the reader already rejected.
+            a :class:`SkippedRow` is a row the reader already rejected. A record whose
+            molecule is ``None`` (what RDKit's file readers give for an entry they
+            cannot read) or fails featurization is skipped and counted.
         target_cols (Sequence[str]): names of the ``T`` targets.
         featurizer (MoleculeFeaturizer, optional): when ``None``, the default settings
             (``MoleculeFeaturizer()``: graph features only).
@@ -169,6 +171,9 @@ class MoleculeDataset(Dataset):
             raise GraphInputError(
                 f"{self.name}: {describe_row(record.row, f'{found} ({self.target_cols})')}"
             )
+        if record.molecule is None:  # what RDKit's file readers give for an unreadable entry
+            self.skipped.append(SkippedRow(record.row, "", "no molecule (None)"))
+            return None
         try:
             data = self.featurizer(record.molecule)
         except FeaturizationError as err:  # invalid SMILES, failed xTB energies

@@ -207,6 +207,14 @@ def parse_smiles(smiles: str) -> Chem.Mol:
     return mol
 
 
+def _unsanitised_smiles(mol: Chem.Mol) -> str:
+    """A SMILES of a molecule that failed sanitisation, for an error message."""
+    try:
+        return Chem.MolToSmiles(mol, canonical=False)
+    except (RuntimeError, ValueError):
+        return f"<a molecule of {mol.GetNumAtoms()} atoms that RDKit cannot write as SMILES>"
+
+
 @dataclass(frozen=True)
 class _OneHotEncoder:
     """Encodes rows of raw integer properties as one-hot blocks followed by 0/1 flags.
@@ -482,8 +490,8 @@ class MoleculeFeaturizer:
             ``xtb``, also ``mol_x`` float32 ``[1, mol_dim]`` (see :attr:`mol_feature_names`).
 
         Raises:
-            InvalidSmilesError: empty, unparsable or invalid SMILES, or a molecule
-                without atoms.
+            InvalidSmilesError: empty, unparsable or invalid SMILES, a molecule that
+                fails RDKit's sanitisation, or one without atoms.
             FeaturizationError: the xTB energies failed (no 3D embedding, xTB error).
             TypeError: neither a string nor an RDKit molecule.
         """
@@ -493,7 +501,10 @@ class MoleculeFeaturizer:
             # explicit hydrogens become implicit, as in a parsed SMILES: the same
             # molecule gives the same graph, SMILES and descriptors either way
             with rdBase.BlockLogs():  # RDKit notes the hydrogens it keeps (e.g. H2)
-                mol = Chem.RemoveHs(smiles_or_mol)
+                try:  # RemoveHs sanitises: a molecule read with sanitize=False may fail
+                    mol = Chem.RemoveHs(smiles_or_mol)
+                except Chem.MolSanitizeException as err:
+                    raise InvalidSmilesError(_unsanitised_smiles(smiles_or_mol), str(err)) from None
         else:
             mol = parse_smiles(smiles_or_mol)
         canonical = Chem.MolToSmiles(mol)
