@@ -105,6 +105,14 @@ def test_no_hydrogen_note_for_a_model_whose_graphs_have_hydrogen_nodes(capsys):
     assert "1 row(s) keep hydrogen atoms" in capsys.readouterr().err
 
 
+def test_dummy_atoms_are_not_taken_for_kept_hydrogen_atoms(capsys):
+    from graphattn.cli.main import _note_unusual_molecules
+
+    _note_unusual_molecules(["*CC.[Na+]", "CC(=O)O[*]"], {"featurizer": {"add_hs": False}})
+    err = capsys.readouterr().err
+    assert "1 row(s) hold several disconnected fragments" in err and "hydrogen" not in err
+
+
 def evaluate_stderr(run, tmp_path, capsys, text: str) -> str:
     """Run ``graphattn evaluate`` on a CSV of ``text``; what it printed on stderr."""
     source = tmp_path / "labelled.csv"

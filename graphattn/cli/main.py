@@ -665,7 +665,8 @@ def _unusual_rows(smiles: list[str]) -> tuple[list[int], list[int]]:
                 continue
             if len(Chem.GetMolFrags(mol)) > 1:
                 fragments.append(i)
-            if mol.GetNumAtoms() > mol.GetNumHeavyAtoms():
+            # not GetNumHeavyAtoms(): RDKit counts a dummy atom (*) as neither
+            if any(atom.GetAtomicNum() == 1 for atom in mol.GetAtoms()):
                 hydrogens.append(i)
     return fragments, hydrogens
 
