@@ -179,6 +179,17 @@ def test_a_target_column_with_padded_header_can_be_trained_and_evaluated(tmp_pat
         assert json.loads(out.read_text())["targets"] == {"Donors": "Donors"}
 
 
+def test_train_shows_featurization_progress_unless_told_not_to(tmp_path, capsys):
+    source = tmp_path / "alcohols.csv"
+    source.write_text("smiles,y\n" + "".join(f"{s},{n}\n" for n, s in enumerate(ALCOHOLS)))
+    tiny = ["--epochs", "1", "--hidden", "8", "--layers", "1", "--no-descriptors"]
+    args = ["train", "--csv", str(source), "--target-col", "y", *tiny]
+    assert main([*args, "--out", str(tmp_path / "shown")]) == 0
+    assert "featurize alcohols.csv: 12 rows" in capsys.readouterr().err
+    assert main([*args, "--no-progress", "--out", str(tmp_path / "hidden")]) == 0
+    assert "featurize" not in capsys.readouterr().err
+
+
 def test_evaluate_reads_a_padded_target_name_of_an_older_model():
     from graphattn.cli.main import _evaluated_columns
 

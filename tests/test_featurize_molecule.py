@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 from rdkit import Chem, rdBase
@@ -365,6 +366,33 @@ def test_descriptors_are_optional_and_match_rdkit() -> None:
     assert MoleculeFeaturizer.from_dict(featurizer.to_dict()).descriptors is True
 
 
+def test_information_content_descriptors_equal_rdkits() -> None:
+    """graphattn computes Ipc and AvgIpc itself (once, with a sparse product)."""
+    from rdkit.Chem import GraphDescriptors
+
+    from graphattn.featurize.descriptors import DESCRIPTOR_NAMES, molecule_descriptors
+
+    peptide = Chem.MolToSmiles(Chem.MolFromSequence("ACDEFGHI"))  # 62 atoms
+    for smiles in ["C", "CCO", "c1ccccc1O", "C1CC2CCC1C2", "OC(=O)C12CC3CC(CC(C3)C1)C2", peptide]:
+        mol = Chem.MolFromSmiles(smiles)
+        got = molecule_descriptors(mol)
+        for name in ("Ipc", "AvgIpc"):
+            value = getattr(GraphDescriptors, name)(Chem.MolFromSmiles(smiles))
+            expected = np.float32(np.sign(value) * np.log1p(abs(value)))
+            assert got[DESCRIPTOR_NAMES.index(name)] == expected, (smiles, name)
+
+
+def test_descriptors_of_a_large_molecule_are_finite_and_warn_nothing() -> None:
+    import warnings
+
+    from graphattn.featurize.descriptors import molecule_descriptors
+
+    peptide = Chem.MolFromSequence("ACDEFGHIKLMNPQRSTVWY" * 2)  # 336 atoms
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isfinite(molecule_descriptors(peptide)).all()
+
+
 @pytest.mark.parametrize("smiles", ["NCC(=O)O", "[NH3+]CC(=O)[O-]", "CC(=O)[O-]", "c1ccccc1O"])
 def test_atom_contributions_sum_to_the_rdkit_molecule_values(smiles: str) -> None:
     from rdkit.Chem import Crippen, rdMolDescriptors
@@ -452,7 +480,8 @@ def test_descriptor_values_are_signed_log1p_and_unusable_ones_zero(monkeypatch) 
         lambda mol: -(math.e - 1),
         lambda mol: math.e**2 - 1,
     )
-    monkeypatch.setattr(descriptors, "_FUNCTIONS", functions)
+    monkeypatch.setattr(descriptors, "DESCRIPTOR_NAMES", tuple("abcde"))  # no Ipc, AvgIpc
+    monkeypatch.setattr(descriptors, "_OTHERS", tuple(enumerate(functions)))
     values = descriptors.molecule_descriptors(Chem.MolFromSmiles("CCO"))
     assert values.dtype == np.float32
     np.testing.assert_allclose(values, [0.0, 0.0, 0.0, -1.0, 2.0], rtol=1e-6)

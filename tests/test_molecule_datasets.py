@@ -139,6 +139,14 @@ def test_unreadable_and_unsanitisable_molecules_are_skipped_and_counted() -> Non
     assert "valence" in data.skipped[0].reason and data.skipped[1].reason == "no molecule (None)"
 
 
+def test_featurizing_shows_a_progress_bar_when_asked(tmp_path: Path, capsys) -> None:
+    path = write(tmp_path, "smiles,y\nCCO,1\nCCN,2\nCCC,3\n", name="three.csv")
+    MoleculeCSV(path, target_cols="y", featurizer=MoleculeFeaturizer())
+    assert capsys.readouterr().err == ""
+    MoleculeCSV(path, target_cols="y", featurizer=MoleculeFeaturizer(), progress=True)
+    assert "featurize three.csv: 3 rows" in capsys.readouterr().err
+
+
 def test_missing_column_lists_available_columns(tmp_path: Path) -> None:
     path = write(tmp_path, BAD_CSV)
     with pytest.raises(GraphInputError, match="'solubility' not found") as info:

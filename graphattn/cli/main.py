@@ -470,9 +470,13 @@ def _train_molecules(args: argparse.Namespace) -> int:
     check_train_config(config)  # before the featurizer reads the data
     if args.csv is not None:
         smiles_col, targets = args.smiles_col or "smiles", args.target_cols
-        dataset = MoleculeCSV(args.csv, smiles_col, targets, featurizer=featurizer)
+        dataset = MoleculeCSV(
+            args.csv, smiles_col, targets, featurizer=featurizer, progress=not args.no_progress
+        )
     else:
-        dataset = load_molecule_dataset(name, data_dir=args.data_dir, featurizer=featurizer)
+        dataset = load_molecule_dataset(
+            name, data_dir=args.data_dir, featurizer=featurizer, progress=not args.no_progress
+        )
     metrics = train_molecule_model(
         dataset, config, run_dir=args.out, dataset_name=name, progress=not args.no_progress
     )

@@ -33,6 +33,7 @@ import torch
 from rdkit import Chem, RDConfig, rdBase
 from torch.utils.data import Dataset
 from torch_geometric.data import Data
+from tqdm.auto import tqdm
 
 from graphattn.datasets.csv_file import CsvRows
 from graphattn.datasets.files import resolve_file, sha256sum
@@ -117,6 +118,8 @@ class MoleculeDataset(Dataset):
         featurizer (MoleculeFeaturizer, optional): when ``None``, the default settings
             (``MoleculeFeaturizer()``: graph features only).
         name (str, optional): a name for messages. (default: ``"molecules"``)
+        progress (bool): show a progress bar (rows read, and their rate) while
+            featurizing. (default: ``False``)
 
     Attributes:
         skipped (list[SkippedRow]): rows that were dropped, with the reason.
@@ -132,6 +135,7 @@ class MoleculeDataset(Dataset):
         target_cols: Sequence[str],
         featurizer: MoleculeFeaturizer | None = None,
         name: str | None = None,
+        progress: bool = False,
     ) -> None:
         self.featurizer = featurizer if featurizer is not None else MoleculeFeaturizer()
         self.target_cols = list(target_cols)
@@ -139,11 +143,12 @@ class MoleculeDataset(Dataset):
         self.skipped: list[SkippedRow] = []
         self._items: list[Data] = []
         self.num_rows_read = 0
-        for record in records:
-            self.num_rows_read += 1
-            item = self._featurize(record)
-            if item is not None:
-                self._items.append(item)
+        with tqdm(records, f"featurize {self.name}", unit=" rows", disable=not progress) as bar:
+            for record in bar:
+                self.num_rows_read += 1
+                item = self._featurize(record)
+                if item is not None:
+                    self._items.append(item)
         self.smiles = [item.smiles for item in self._items]
         self.rows = [item.row for item in self._items]
         self.targets = (
@@ -311,6 +316,7 @@ class MoleculeCSV(MoleculeDataset):
         fieldnames (Sequence[str], optional): column names of a file without a header
             row; the first row is then data.
         comment (str, optional): skip lines starting with this prefix.
+        progress (bool): show a progress bar while featurizing. (default: ``False``)
 
     Raises:
         GraphInputError: a column is missing (the message lists those available) or
@@ -327,6 +333,7 @@ class MoleculeCSV(MoleculeDataset):
         limit: int | None = None,
         fieldnames: Sequence[str] | None = None,
         comment: str | None = None,
+        progress: bool = False,
     ) -> None:
         self.path = Path(path)
         targets = _target_list(target_cols)
@@ -339,7 +346,7 @@ class MoleculeCSV(MoleculeDataset):
             records = _csv_records(rows, header, columns, targets, limit)
             if featurizer is None:
                 featurizer = MoleculeFeaturizer(descriptors=True)
-            super().__init__(records, targets, featurizer, name or self.path.name)
+            super().__init__(records, targets, featurizer, name or self.path.name, progress)
 
 
 def _csv_records(
@@ -385,6 +392,7 @@ class MoleculeSDF(MoleculeDataset):
             features only).
         name (str, optional): a name for messages. (default: the file name)
         limit (int, optional): read at most this many records.
+        progress (bool): show a progress bar while featurizing. (default: ``False``)
     """
 
     def __init__(
@@ -394,6 +402,7 @@ class MoleculeSDF(MoleculeDataset):
         featurizer: MoleculeFeaturizer | None = None,
         name: str | None = None,
         limit: int | None = None,
+        progress: bool = False,
     ) -> None:
         self.path = Path(path)
         if not self.path.is_file():
@@ -402,7 +411,7 @@ class MoleculeSDF(MoleculeDataset):
         records = _sdf_records(self.path, targets, limit)
         if featurizer is None:
             featurizer = MoleculeFeaturizer(descriptors=True)
-        super().__init__(records, targets, featurizer, name or self.path.name)
+        super().__init__(records, targets, featurizer, name or self.path.name, progress)
 
 
 def _sdf_records(
@@ -586,6 +595,7 @@ def load_molecule_dataset(
     data_dir: str | Path | None = None,
     featurizer: MoleculeFeaturizer | None = None,
     limit: int | None = None,
+    progress: bool = False,
 ) -> MoleculeCSV:
     """Load a named data set of :data:`MOLECULE_DATASETS`.
 
@@ -598,6 +608,7 @@ def load_molecule_dataset(
             :func:`dataset_featurizer` (the data set's ``descriptors`` choice, see
             :class:`MoleculeDatasetInfo`).
         limit (int, optional): read at most this many data rows.
+        progress (bool): show a progress bar while featurizing. (default: ``False``)
 
     Raises:
         KeyError: unknown name.
@@ -619,5 +630,6 @@ def load_molecule_dataset(
         featurizer=featurizer,
         name=name,
         limit=limit,
+        progress=progress,
         **options,
     )

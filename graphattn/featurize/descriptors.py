@@ -5,29 +5,74 @@ Chemprop's ``rdkit_2d`` features showed that a few hundred classical descriptors
 help most on small data sets such as ESOL and FreeSolv. graphattn uses RDKit's own
 list (``rdkit.Chem.Descriptors.descList``). Values are compressed with a signed
 ``log1p`` (some descriptors span many orders of magnitude); failed or non-finite
-values become 0. Models standardise them with training-set statistics.
+values become 0. Models standardise them with training-set statistics. ``Ipc`` and
+``AvgIpc`` come from :func:`_information_content`, which is faster than RDKit's on large
+molecules.
 """
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 from rdkit import Chem, rdBase
 from rdkit.Chem import Descriptors
+from rdkit.ML.InfoTheory import entropy
+from scipy import sparse
 
 __all__ = ["DESCRIPTOR_NAMES", "molecule_descriptors"]
 
 DESCRIPTOR_NAMES: tuple[str, ...] = tuple(name for name, _ in Descriptors.descList)
-_FUNCTIONS = tuple(fn for _, fn in Descriptors.descList)
+# Ipc and AvgIpc are computed together, by _information_content.
+_INFORMATION_CONTENT = ("Ipc", "AvgIpc")
+_OTHERS = tuple(
+    (i, fn) for i, (name, fn) in enumerate(Descriptors.descList) if name not in _INFORMATION_CONTENT
+)
+_ERRORS = (ValueError, RuntimeError, ZeroDivisionError, OverflowError)
 
 
 def molecule_descriptors(mol: Chem.Mol) -> np.ndarray:
     """``[len(DESCRIPTOR_NAMES)]`` float32 descriptors of one molecule (signed log1p)."""
-    values = np.empty(len(_FUNCTIONS), dtype=np.float64)
-    with rdBase.BlockLogs():  # some descriptors note hydrogens they keep ([H+], H2)
-        for i, fn in enumerate(_FUNCTIONS):
-            try:
+    values = np.full(len(DESCRIPTOR_NAMES), np.nan)
+    # BlockLogs: some descriptors note hydrogens they keep ([H+], H2). errstate: the
+    # large values of very large molecules overflow, and are replaced by 0 below.
+    with rdBase.BlockLogs(), np.errstate(all="ignore"):
+        for i, fn in _OTHERS:
+            with contextlib.suppress(_ERRORS):
                 values[i] = fn(mol)
-            except (ValueError, RuntimeError, ZeroDivisionError, OverflowError):
-                values[i] = np.nan
+        if all(name in DESCRIPTOR_NAMES for name in _INFORMATION_CONTENT):
+            try:
+                ipc, avg_ipc = _information_content(mol)
+            except _ERRORS:
+                ipc = avg_ipc = np.nan
+            values[DESCRIPTOR_NAMES.index("Ipc")] = ipc
+            values[DESCRIPTOR_NAMES.index("AvgIpc")] = avg_ipc
     values = np.where(np.isfinite(values), values, 0.0)
     return (np.sign(values) * np.log1p(np.abs(values))).astype(np.float32)
+
+
+def _information_content(mol: Chem.Mol) -> tuple[float, float]:
+    """RDKit's ``Ipc`` and ``AvgIpc``, from one characteristic polynomial.
+
+    Both are the information content of the coefficients of the characteristic polynomial
+    of the adjacency matrix (Bonchev and Trinajstic, 1977). RDKit computes the polynomial
+    once for each, by the Le Verrier-Faddeev recurrence with n dense n x n products:
+    O(n^4), 28 of the 37 s that all descriptors took for an 836-atom peptide. Here the
+    same recurrence multiplies by the sparse adjacency matrix (O(n^3)), once: 1.5 s. The
+    float32 descriptors equal RDKit's on every ESOL and FreeSolv molecule and the first
+    3,000 of RDKit's NCI set. Above about 80 atoms the float64 recurrence is dominated by
+    rounding in either implementation, and the two differ by up to a few percent.
+    """
+    n = mol.GetNumAtoms()
+    adjacency = sparse.csr_matrix(Chem.GetAdjacencyMatrix(mol).astype(np.float64))
+    coefficients = np.zeros(n + 1)
+    coefficients[0] = 1.0
+    product = adjacency.toarray()  # A B_{k-1}, with B_0 = I
+    diagonal = np.diag_indices(n)
+    for k in range(1, n + 1):
+        coefficients[k] = np.trace(product) / k
+        product[diagonal] -= coefficients[k]  # B_k = A B_{k-1} - c_k I
+        product = adjacency @ product
+    magnitudes = np.abs(coefficients)  # the recurrence's sign flips do not matter here
+    information = entropy.InfoEntropy(magnitudes)
+    return sum(magnitudes) * information, information
