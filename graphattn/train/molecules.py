@@ -17,6 +17,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -769,11 +770,12 @@ def _stop_workers(pool: ProcessPoolExecutor, started: set = frozenset()) -> None
     wait for the members still training, all of their epochs."""
     processes = {*(pool._processes or {}).values(), *started}  # terminate_workers: 3.14
     reaper = pool._executor_manager_thread  # the pool's thread, which shutdown forgets
-    if pool._call_queue is not None:
+    call_queue = pool._call_queue  # shutdown forgets it too
+    if call_queue is not None:
         # a member still queued for a worker (more members than workers) would block the
         # pool's thread, and on Python 3.10 the exit, waiting to send it to a process that
         # is gone (Python 3.11 closes the queue's reader once its workers are terminated)
-        pool._call_queue.cancel_join_thread()
+        call_queue.cancel_join_thread()
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         process.terminate()
@@ -783,6 +785,12 @@ def _stop_workers(pool: ProcessPoolExecutor, started: set = frozenset()) -> None
     # waiting on no sentinels at all would never return.
     if processes:
         multiprocessing.connection.wait([process.sentinel for process in processes])
+    if call_queue is not None and sys.version_info < (3, 11):
+        # the pool's thread waits for the queue's feeder thread, which may be stuck
+        # sending a member to a worker that died before reading it (a killed worker, on
+        # a loaded machine): with no reader left, the send fails. Python 3.11 does this
+        # itself (CPython issue 94777); on 3.10 the wait below took its full 60 s.
+        call_queue._reader.close()
     if reaper is not None:
         reaper.join(timeout=60)
 
