@@ -353,7 +353,7 @@ def test_predict_and_evaluate_show_a_progress_bar_unless_told_not_to(
 
 def test_label_cells_are_decimal_numbers_and_nan_is_missing(two_target_run, tmp_path):
     source = tmp_path / "labels.csv"
-    source.write_text("smiles,y,z\nCCO,NaN,10\nCCCO,1_000,15\nCCCCO,2,nan\nCO,0x10,1\n")
+    source.write_text("smiles,y,z\nCCO,NaN,10\nCCCO,1_000,15\nCCCCO,2,NA\nCO,0x10,1\n")
     out = tmp_path / "m.json"
     assert main(["evaluate", "--model", str(two_target_run), "--csv", str(source),
                  "--out", str(out), "--no-progress"]) == 0  # fmt: skip

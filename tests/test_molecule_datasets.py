@@ -7,6 +7,7 @@ import logging
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from rdkit import Chem, RDConfig, rdBase
@@ -380,9 +381,18 @@ def test_parse_target_reads_decimal_numbers(text, expected) -> None:
     assert parse_target(text, "y") == expected
 
 
-@pytest.mark.parametrize("text", ["", "  ", "nan", "NaN"])
-def test_parse_target_reads_empty_and_nan_as_missing(text) -> None:
+@pytest.mark.parametrize(
+    "text", ["", "  ", "nan", "NaN", "NA", "n/a", "#N/A", "<NA>", "null", "None"]
+)
+def test_parse_target_reads_empty_and_missing_markers_as_missing(text) -> None:
     assert math.isnan(parse_target(text, "y"))
+
+
+def test_an_r_style_na_cell_leaves_the_rows_other_targets(tmp_path) -> None:
+    path = write(tmp_path, "smiles,a,b\nCCO,NA,2\nCCN,1,N/A\nCCC,x,3\n")
+    data = MoleculeCSV(path, target_cols=["a", "b"], featurizer=MoleculeFeaturizer())
+    assert data.rows == [0, 1] and [s.row for s in data.skipped] == [2]
+    np.testing.assert_array_equal(data.targets.numpy(), [[np.nan, 2.0], [1.0, np.nan]])
 
 
 @pytest.mark.parametrize(

@@ -57,6 +57,7 @@ __all__ = [
     "describe_row",
     "load_molecule_dataset",
     "nci_tpsa_path",
+    "MISSING_TARGET_CELLS",
     "parse_target",
 ]
 
@@ -245,14 +246,21 @@ _NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 _FLOAT32_MAX = float(torch.finfo(torch.float32).max)
 
 
+# Cells that mean "no value" (any case): empty, and the markers pandas reads as missing
+# by default that a number never spells, such as R's NA and a spreadsheet's #N/A.
+MISSING_TARGET_CELLS = frozenset({"", "nan", "na", "n/a", "#n/a", "<na>", "null", "none"})
+
+
 def parse_target(text: str | None, column: str) -> float:
-    """A target cell as a float: empty or ``nan`` (any case) means missing (``NaN``).
+    """A target cell as a float: a :data:`MISSING_TARGET_CELLS` cell (empty, ``nan``,
+    ``NA``, ``N/A``, ``#N/A``, ``<NA>``, ``null``, ``None``; any case) means missing
+    (``NaN``).
 
     Raises:
         ValueError: the cell is neither missing nor a finite decimal number.
     """
     text = (text or "").strip()
-    if not text or text.lower() == "nan":
+    if text.lower() in MISSING_TARGET_CELLS:
         return math.nan
     if not _NUMBER.fullmatch(text):
         infinite = text.lstrip("+-").lower() in ("inf", "infinity")
@@ -299,7 +307,8 @@ class MoleculeCSV(MoleculeDataset):
     SMILES are stripped of surrounding whitespace. A row is skipped (and listed in
     :attr:`skipped`) when its SMILES is empty or invalid, a target cell is not a
     number, or its number of fields differs from the header's. An empty target cell
-    is a missing value: ``NaN`` in ``y``. Blank lines and lines starting with
+    (or ``nan``, ``NA``, ``N/A``, ...: see :func:`parse_target`) is a missing value:
+    ``NaN`` in ``y``. Blank lines and lines starting with
     ``comment`` are not data rows.
 
     Args:
