@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from graphattn.cli.main import main
+from graphattn.errors import GraphInputError
 from graphattn.train.molecules import evaluate_molecules, load_molecule_model, predict_molecules
 
 ALCOHOLS = [f"{'C' * n}O" for n in range(1, 13)]
@@ -196,6 +197,8 @@ def test_evaluate_reads_a_padded_target_name_of_an_older_model():
     chosen = _evaluated_columns(Path("x.csv"), ["smiles", "y"], None, ["y "])
     assert chosen == {"y ": "y"}
     assert _evaluated_columns(Path("x.csv"), ["smiles", "y"], ["y"], ["y "]) == {"y ": "y"}
+    with pytest.raises(GraphInputError, match="differ only by surrounding spaces"):
+        _evaluated_columns(Path("x.csv"), ["smiles", "y"], None, ["y", "y "])
 
 
 def test_evaluate_refuses_unknown_targets_and_node_models(two_target_run, tmp_path, capsys):

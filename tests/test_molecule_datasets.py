@@ -227,6 +227,16 @@ def test_sdf_loader_reads_properties_and_skips_bad_records(tmp_path: Path) -> No
         assert reason.lower().count("explicit valence") == 1
 
 
+def test_sdf_properties_are_matched_ignoring_surrounding_spaces(tmp_path: Path) -> None:
+    text = Chem.MolToMolBlock(Chem.MolFromSmiles("CCO")) + "> <logS >\n1.5\n\n$$$$\n"
+    text += Chem.MolToMolBlock(Chem.MolFromSmiles("CCN")) + "> <logS>\n2.5\n\n$$$$\n"
+    path = write(tmp_path, text, "mols.sdf")
+    for asked in ("logS", "logS "):
+        dataset = MoleculeSDF(path, target_cols=asked, featurizer=PLAIN)
+        assert dataset.target_cols == ["logS"]
+        assert dataset.targets[:, 0].tolist() == [1.5, 2.5]
+
+
 @pytest.mark.skipif(not CAPTURES_LOG, reason="RDKit's reason needs rdBase.CaptureErrorLog")
 def test_an_sdf_record_rdkit_rejects_by_invariant_gets_a_short_reason(tmp_path: Path) -> None:
     block = Chem.MolToMolBlock(Chem.MolFromSmiles("CO"))

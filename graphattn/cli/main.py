@@ -712,6 +712,11 @@ def _evaluated_columns(
     # Headers are read stripped, as training now strips target names; a model trained
     # before that may hold a name with surrounding spaces.
     stored = {target.strip(): target for target in targets}
+    if len(stored) < len(targets):
+        raise GraphInputError(
+            f"the model's targets {targets} differ only by surrounding spaces, and CSV "
+            "headers are read stripped: score it in Python (evaluate_molecules)"
+        )
     targets = list(stored)
     pairs = [_column_and_target(r, targets) for r in requested or targets]
     asked = [target for _, target in pairs]

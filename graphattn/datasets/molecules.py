@@ -473,12 +473,19 @@ def _sdf_record(
         reason = "; ".join(rdkit_log_lines(log)) or "RDKit could not read the record"
         return SkippedRow(row, "", reason)
     try:
-        targets = tuple(
-            parse_target(mol.GetProp(col) if mol.HasProp(col) else "", col) for col in target_cols
-        )
+        targets = tuple(parse_target(_property(mol, col), col) for col in target_cols)
     except ValueError as err:
         return SkippedRow(row, _as_text(mol), str(err))
     return MoleculeRecord(row, mol, targets)
+
+
+def _property(mol: Chem.Mol, name: str) -> str:
+    """An SD property's text ("" if absent), its name matched as CSV columns are:
+    ignoring surrounding whitespace (target names are stored stripped)."""
+    if mol.HasProp(name):
+        return mol.GetProp(name)
+    padded = [prop for prop in mol.GetPropNames() if prop.strip() == name]
+    return mol.GetProp(padded[0]) if padded else ""
 
 
 # --------------------------------------------------------------------- named data sets
