@@ -487,6 +487,27 @@ def test_a_killed_worker_is_named_and_ends_the_others(tmp_path, capsys, monkeypa
     assert "graphattn train: error: a worker process training ensemble members ended" in err
 
 
+def test_a_queue_feeder_stuck_sending_to_no_reader_is_let_go():
+    """What a pool's thread waits for after a worker died before reading its member;
+    Pythons without CPython's fix of issue 94777 (3.10) waited there 60 s."""
+    import multiprocessing
+    import threading
+
+    from graphattn.train.molecules import _unblock_feeder
+
+    queue = multiprocessing.get_context("spawn").Queue()
+    queue.put(b"x" * 2**20)  # beyond a pipe's buffer, and nobody reads it
+    queue.close()
+    joined = threading.Thread(target=queue.join_thread, daemon=True)
+    joined.start()
+    joined.join(1)
+    assert joined.is_alive()  # the feeder is stuck in its send
+    _unblock_feeder(queue)
+    joined.join(10)
+    assert not joined.is_alive()
+    _unblock_feeder(queue)  # a second call finds the reader closed and does nothing
+
+
 def test_ctrl_c_ends_the_cli_with_one_line_and_status_130(tmp_path, capsys, monkeypatch):
     from graphattn.train import molecules
 

@@ -8,6 +8,7 @@ Prediction and evaluation with a trained run live in
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import csv
 import io
@@ -17,7 +18,6 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -785,14 +785,28 @@ def _stop_workers(pool: ProcessPoolExecutor, started: set = frozenset()) -> None
     # waiting on no sentinels at all would never return.
     if processes:
         multiprocessing.connection.wait([process.sentinel for process in processes])
-    if call_queue is not None and sys.version_info < (3, 11):
-        # the pool's thread waits for the queue's feeder thread, which may be stuck
-        # sending a member to a worker that died before reading it (a killed worker, on
-        # a loaded machine): with no reader left, the send fails. Python 3.11 does this
-        # itself (CPython issue 94777); on 3.10 the wait below took its full 60 s.
-        call_queue._reader.close()
     if reaper is not None:
+        reaper.join(timeout=1)
+        if reaper.is_alive() and call_queue is not None:
+            _unblock_feeder(call_queue)
         reaper.join(timeout=60)
+
+
+def _unblock_feeder(call_queue) -> None:
+    """Let a pool's thread finish that waits for its call queue's feeder thread, stuck
+    sending a member to a worker that died before reading it (a killed worker).
+
+    Once this process's end of the pipe is closed too, no reader is left and the send
+    fails. CPython does this itself since its fix of issue 94777 (3.11.7 has it, 3.11.2
+    and 3.10 do not: there the pool's thread waited the full 60 s). Called only with
+    every worker gone and the pool's thread still waiting, so the feeder is stuck in
+    that send: it reaches its own close of the reader only after this one, which it
+    then finds done."""
+    reader = call_queue._reader
+    handle, reader._handle = reader._handle, None
+    if handle is not None:
+        with contextlib.suppress(OSError):
+            os.close(handle)
 
 
 def _train_loader(train_items: list, config: MoleculeTrainConfig) -> DataLoader:
