@@ -482,6 +482,7 @@ def test_descriptor_values_are_signed_log1p_and_unusable_ones_zero(monkeypatch) 
     )
     monkeypatch.setattr(descriptors, "DESCRIPTOR_NAMES", tuple("abcde"))  # no Ipc, AvgIpc
     monkeypatch.setattr(descriptors, "_OTHERS", tuple(enumerate(functions)))
+    monkeypatch.setattr(descriptors, "_IPC_COLUMNS", None)
     values = descriptors.molecule_descriptors(Chem.MolFromSmiles("CCO"))
     assert values.dtype == np.float32
     np.testing.assert_allclose(values, [0.0, 0.0, 0.0, -1.0, 2.0], rtol=1e-6)

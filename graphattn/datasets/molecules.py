@@ -45,6 +45,7 @@ from graphattn.featurize.molecule import (
 )
 
 __all__ = [
+    "MISSING_TARGET_CELLS",
     "MOLECULE_DATASETS",
     "MoleculeCSV",
     "MoleculeDataset",
@@ -57,7 +58,6 @@ __all__ = [
     "describe_row",
     "load_molecule_dataset",
     "nci_tpsa_path",
-    "MISSING_TARGET_CELLS",
     "parse_target",
 ]
 

@@ -28,6 +28,12 @@ _INFORMATION_CONTENT = ("Ipc", "AvgIpc")
 _OTHERS = tuple(
     (i, fn) for i, (name, fn) in enumerate(Descriptors.descList) if name not in _INFORMATION_CONTENT
 )
+# their columns, or None in an RDKit whose list lacks them
+_IPC_COLUMNS = (
+    tuple(DESCRIPTOR_NAMES.index(name) for name in _INFORMATION_CONTENT)
+    if set(_INFORMATION_CONTENT) <= set(DESCRIPTOR_NAMES)
+    else None
+)
 _ERRORS = (ValueError, RuntimeError, ZeroDivisionError, OverflowError)
 
 
@@ -40,13 +46,9 @@ def molecule_descriptors(mol: Chem.Mol) -> np.ndarray:
         for i, fn in _OTHERS:
             with contextlib.suppress(_ERRORS):
                 values[i] = fn(mol)
-        if all(name in DESCRIPTOR_NAMES for name in _INFORMATION_CONTENT):
-            try:
-                ipc, avg_ipc = _information_content(mol)
-            except _ERRORS:
-                ipc = avg_ipc = np.nan
-            values[DESCRIPTOR_NAMES.index("Ipc")] = ipc
-            values[DESCRIPTOR_NAMES.index("AvgIpc")] = avg_ipc
+        if _IPC_COLUMNS is not None:
+            with contextlib.suppress(_ERRORS):
+                values[list(_IPC_COLUMNS)] = _information_content(mol)
     values = np.where(np.isfinite(values), values, 0.0)
     return (np.sign(values) * np.log1p(np.abs(values))).astype(np.float32)
 
