@@ -695,6 +695,16 @@ def test_a_field_over_the_csv_limit_names_the_line(tmp_path):
     path = write(tmp_path, "m.csv", 'id,name,kind\n0,a,x\n1,"b\n' + "b" * 200_000 + '",y\n')
     with pytest.raises(GraphInputError, match=r"m.csv, line 4: not valid CSV \(field larger"):
         read_labels(path, id_col="id", label_col="kind")
+    # unquoted, in a file without any quote: the fast path parses it, and names the line
+    path = write(tmp_path, "u.csv", "id,name,kind\n0,a,x\n1," + "b" * 200_000 + ",y\n")
+    with pytest.raises(
+        GraphInputError, match=r"u.csv, line 3: not valid CSV \(field larger"
+    ) as err:
+        read_labels(path, id_col="id", label_col="kind")
+    assert "quote" not in str(err.value)  # the file has none: no hint about one
+    edges = write(tmp_path, "e.csv", "0,1\n" + "9" * 200_000 + ",1\n")
+    with pytest.raises(GraphInputError, match=r"e.csv, line 2: not valid CSV \(field larger"):
+        read_edge_list(edges)
 
 
 def test_labels_whose_ids_match_no_edge_list_node_are_an_error(tmp_path):

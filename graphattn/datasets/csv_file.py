@@ -28,12 +28,11 @@ __all__ = ["CsvRows", "RecordLines", "not_csv_error"]
 log = logging.getLogger(__name__)
 
 
-def not_csv_error(path: Path, line: int, err: csv.Error) -> GraphInputError:
-    """A :class:`GraphInputError` for a ``csv`` parse error at ``line`` of ``path``."""
-    return GraphInputError(
-        f'{path}, line {line}: not valid CSV ({err}); an unclosed quote (") makes the '
-        "reader run on to the end of the file"
-    )
+def not_csv_error(path: Path, line: int, err: csv.Error, quoted: bool = True) -> GraphInputError:
+    """A :class:`GraphInputError` for a ``csv`` parse error at ``line`` of ``path``;
+    ``quoted``: whether the file holds a quote, so the hint about one applies."""
+    hint = '; an unclosed quote (") makes the reader run on to the end of the file'
+    return GraphInputError(f"{path}, line {line}: not valid CSV ({err}){hint if quoted else ''}")
 
 
 class RecordLines:

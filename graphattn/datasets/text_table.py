@@ -121,8 +121,13 @@ def _csv_rows(path: Path, lines: list[str], delimiter: str) -> list[tuple[int, l
     """Parse the data lines as CSV, numbering each record by the line it starts on."""
     if not any('"' in line for line in lines):  # no quoted field: a record is a line
         numbers = [n for n, line in enumerate(lines, 1) if _is_data(line)]
-        records = csv.reader([lines[n - 1] for n in numbers], delimiter=delimiter)
-        return list(zip(numbers, records, strict=True))
+        numbered = []
+        try:
+            for fields in csv.reader([lines[n - 1] for n in numbers], delimiter=delimiter):
+                numbered.append((numbers[len(numbered)], fields))
+        except csv.Error as err:  # a field over csv.field_size_limit(), say
+            raise not_csv_error(path, numbers[len(numbered)], err, quoted=False) from err
+        return numbered
     feed = RecordLines(lines, _is_data)
     numbered = []
     try:
