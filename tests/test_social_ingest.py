@@ -875,3 +875,44 @@ def test_an_unhashable_networkx_label_is_refused_by_node(label):
         GraphInputError, match=r"node 'a': label attribute 'club' = .* not hashable"
     ):
         from_networkx(G, label_attr="club")
+
+
+def test_an_empty_node_id_in_a_label_or_feature_file_is_an_error_naming_the_line(tmp_path):
+    # it became a node named '' and turned integer ids into string order ('10' < '2')
+    edges = write(tmp_path, "e.csv", "1,2\n2,10\n10,1\n")
+    labels = write(tmp_path, "l.csv", "id,label\n1,a\n2,b\n10,a\n,b\n")
+    with pytest.raises(GraphInputError, match=r"l.csv, line 5: empty node id"):
+        load_node_graph(edges, labels)
+    good = write(tmp_path, "g.csv", "id,label\n1,a\n2,b\n10,a\n")
+    features = write(tmp_path, "f.csv", "id,v\n1,0.1\n2,0.2\n10,0.3\n,0.4\n")
+    with pytest.raises(GraphInputError, match=r"f.csv, line 5: empty node id"):
+        load_node_graph(edges, good, features=features)
+    assert load_node_graph(edges, good).node_ids == ["1", "2", "10"]
+
+
+@pytest.mark.parametrize("sep", [" ", ",", "\t"])
+def test_comment_lines_among_the_data_are_counted_in_a_warning(tmp_path, caplog, sep):
+    # hashtag ids: the lines starting with # were dropped without a word
+    lines = ["#ml python", "python #ml", "#ai python", "java python", "#ai java"]
+    path = write(tmp_path, "e.txt", "".join(line.replace(" ", sep) + "\n" for line in lines))
+    with caplog.at_level(logging.INFO):
+        edge_index, _, _ = read_edge_list(path)
+    assert edge_index.shape[1] == 4  # python-#ml and java-python, both ways
+    assert "2 line(s) after the first data line start with # or % and were skipped" in caplog.text
+    assert "(first: line 3)" in caplog.text
+    assert "1 comment line(s) skipped" in caplog.text  # line 1, before the data: info only
+    caplog.clear()
+    if sep != " ":  # quoted, the ids are read as data
+        quoted = "".join(sep.join(f'"{f}"' for f in line.split()) + "\n" for line in lines)
+        with caplog.at_level(logging.INFO):
+            _, ids, _ = read_edge_list(write(tmp_path, "q.txt", quoted))
+        assert ids == ["#ai", "#ml", "java", "python"]
+        assert "comment line" not in caplog.text and "as comments" not in caplog.text
+
+
+def test_header_comments_alone_are_not_a_warning(tmp_path, caplog):
+    path = write(tmp_path, "snap.txt", "# Directed graph\n# FromNodeId\tToNodeId\n0\t1\n1\t2\n")
+    with caplog.at_level(logging.INFO):
+        read_edge_list(path)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "2 comment line(s) skipped" in caplog.text

@@ -51,6 +51,7 @@ class RecordLines:
         self.start_line = self.line = 0
         self.multiline = 0
         self.first_multiline: tuple[int, int] | None = None
+        self.skipped: list[int] = []  # numbers of the non-blank lines skipped (comments)
 
     def __iter__(self) -> RecordLines:
         return self
@@ -63,6 +64,8 @@ class RecordLines:
             if self._is_data(line):
                 self.at_row_start, self.start_line = False, number
                 return line
+            if line.strip():
+                self.skipped.append(number)
         raise StopIteration
 
     def row_read(self) -> tuple[int, int]:

@@ -5,7 +5,9 @@ File formats (edge lists, label files, node feature files):
 * Text in UTF-8 (a byte-order mark is ignored). Blank lines and lines starting with
   ``#`` or ``%`` (SNAP and KONECT comments) are skipped before any parsing, so a
   quote in a comment cannot join lines; error messages give the lines' numbers in
-  the file.
+  the file. Comment lines after the first data line are counted in a warning: an id
+  that starts with ``#`` or ``%`` (a hashtag) must be quoted in a comma- or
+  tab-separated file.
 * Delimiter, sniffed from the data lines (a line holding a single field says
   nothing and is not looked at): a tab when every data line has one, else a comma
   when every data line has one, else any run of whitespace. Tab- and
@@ -28,9 +30,9 @@ File formats (edge lists, label files, node feature files):
   detected header is logged as a warning; so is a row of column names read as data.
   String node ids with an unusual header cannot be told apart from data: pass
   ``has_header``.
-* Node ids are kept as strings. When every id is a canonical decimal integer
-  (``"7"``, not ``"07"`` or ``"-0"``), nodes are numbered in integer order, so ids
-  0..N-1 map to themselves; otherwise in sorted string order.
+* Node ids are kept as strings; an empty one is an error. When every id is a
+  canonical decimal integer (``"7"``, not ``"07"`` or ``"-0"``), nodes are numbered
+  in integer order, so ids 0..N-1 map to themselves; otherwise in sorted string order.
 
 Policies: self-loops and duplicate edges are kept as read (the attention layers
 merge duplicates and add missing self-loops), counted in the graph's
@@ -67,6 +69,7 @@ from graphattn.datasets.text_table import (
     gc_paused,
     is_float,
     is_int,
+    node_id_at,
     read_table,
 )
 from graphattn.errors import GraphInputError
@@ -346,7 +349,7 @@ def _collect_labels(table: Table, id_at: int, label_at: int) -> tuple[dict[str, 
     seen: dict[str, tuple[int, str]] = {}  # node -> (first line, its label or "")
     unlabelled, unlabelled_ids = [], []
     for line, fields in table.rows:
-        node = field_at(fields, id_at, table.path, line, "id")
+        node = node_id_at(fields, id_at, table.path, line)
         label = fields[label_at] if -len(fields) <= label_at < len(fields) else ""
         if node in seen:
             _repeated_node(table.path, node, seen[node], (line, label))
@@ -496,7 +499,7 @@ def _note_unused_columns(table: Table, used: list[int], labels: Sequence[int] = 
 def _unique_ids(table: Table, id_at: int) -> list[str]:
     first_line: dict[str, int] = {}
     for line, fields in table.rows:
-        node = field_at(fields, id_at, table.path, line, "id")
+        node = node_id_at(fields, id_at, table.path, line)
         if node in first_line:
             raise GraphInputError(
                 f"{table.path}, line {line}: node {node!r} repeated (first on line "

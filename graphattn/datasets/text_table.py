@@ -34,6 +34,7 @@ __all__ = [
     "gc_paused",
     "is_float",
     "is_int",
+    "node_id_at",
     "read_table",
 ]
 
@@ -100,11 +101,38 @@ def _open_rows(path: Path, delimiter: str | None) -> tuple[list[tuple[int, list[
     if delimiter is None:
         delimiter = _sniff_delimiter(lines)
     if delimiter in (WHITESPACE, " "):
-        return [(n, ln.split()) for n, ln in enumerate(lines, 1) if _is_data(ln)], WHITESPACE
-    rows = _csv_rows(path, lines, delimiter)
+        rows = [(n, ln.split()) for n, ln in enumerate(lines, 1) if _is_data(ln)]
+        _note_comments(path, _comment_lines(lines), rows)
+        return rows, WHITESPACE
+    rows, comments = _csv_rows(path, lines, delimiter)
+    _note_comments(path, comments, rows)
     if any(c in text for c in " \t"):
         rows = [(n, [f.strip() for f in fields]) for n, fields in rows]
     return _drop_empty_rows(path, rows), delimiter
+
+
+def _comment_lines(lines: list[str]) -> list[int]:
+    return [n for n, line in enumerate(lines, 1) if line.strip() and not _is_data(line)]
+
+
+def _note_comments(path: Path, comments: list[int], rows: list[tuple[int, list[str]]]) -> None:
+    """Count the comment lines skipped: a warning for those among the data (an id that
+    starts with ``#`` or ``%``, a hashtag say, would be lost unseen), else at info level
+    (the header comments of SNAP and KONECT files)."""
+    if not comments:
+        return
+    among = [n for n in comments if n > rows[0][0]] if rows else []
+    if among:
+        log.warning(
+            "%s: %d line(s) after the first data line start with # or %% and were skipped "
+            "as comments (first: line %d); in a comma- or tab-separated file, quote an id "
+            'that starts with # or %% ("#tag") to read it as data',
+            path,
+            len(among),
+            among[0],
+        )
+    if len(among) < len(comments):
+        log.info("%s: %d comment line(s) skipped", path, len(comments) - len(among))
 
 
 def _sniff_delimiter(lines: list[str]) -> str:
@@ -117,8 +145,11 @@ def _sniff_delimiter(lines: list[str]) -> str:
     return WHITESPACE
 
 
-def _csv_rows(path: Path, lines: list[str], delimiter: str) -> list[tuple[int, list[str]]]:
-    """Parse the data lines as CSV, numbering each record by the line it starts on."""
+def _csv_rows(
+    path: Path, lines: list[str], delimiter: str
+) -> tuple[list[tuple[int, list[str]]], list[int]]:
+    """Parse the data lines as CSV, numbering each record by the line it starts on;
+    also the numbers of the comment lines skipped."""
     if not any('"' in line for line in lines):  # no quoted field: a record is a line
         numbers = [n for n, line in enumerate(lines, 1) if _is_data(line)]
         numbered = []
@@ -127,7 +158,7 @@ def _csv_rows(path: Path, lines: list[str], delimiter: str) -> list[tuple[int, l
                 numbered.append((numbers[len(numbered)], fields))
         except csv.Error as err:  # a field over csv.field_size_limit(), say
             raise not_csv_error(path, numbers[len(numbered)], err, quoted=False) from err
-        return numbered
+        return numbered, _comment_lines(lines)
     feed = RecordLines(lines, _is_data)
     numbered = []
     try:
@@ -137,7 +168,7 @@ def _csv_rows(path: Path, lines: list[str], delimiter: str) -> list[tuple[int, l
     except csv.Error as err:
         raise not_csv_error(path, feed.line, err) from err
     feed.warn_multiline(path)
-    return numbered
+    return numbered, feed.skipped
 
 
 def _drop_empty_rows(path: Path, rows: list[tuple[int, list[str]]]) -> list[tuple[int, list[str]]]:
@@ -308,6 +339,15 @@ def field_at(fields: list[str], column: int, path: Path, line: int, role: str) -
             f"in {len(fields)} field(s): {fields}"
         ) from None
     return value
+
+
+def node_id_at(fields: list[str], column: int, path: Path, line: int) -> str:
+    """The node id in ``fields[column]``; a missing or empty one is an error naming the
+    file and line (an empty id would become a node named ``''``)."""
+    node = field_at(fields, column, path, line, "id")
+    if not node:
+        raise GraphInputError(f"{path}, line {line}: empty node id in column {column}: {fields}")
+    return node
 
 
 def check_whitespace_width(table: Table, used: Sequence[int], what: str) -> None:
