@@ -916,3 +916,20 @@ def test_header_comments_alone_are_not_a_warning(tmp_path, caplog):
         read_edge_list(path)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert "2 comment line(s) skipped" in caplog.text
+
+
+@pytest.mark.parametrize("column", ["name", "v"])
+def test_a_feature_file_whose_ids_match_no_edge_list_node_is_an_error(tmp_path, column):
+    # ids written 1.0 against 1: the text went to four isolated copies of the nodes, and
+    # every real node got a zero text vector
+    edges = write(tmp_path, "e.csv", "1,2\n2,3\n3,4\n4,1\n")
+    labels = write(tmp_path, "l.csv", "1,a\n2,b\n3,a\n4,b\n")
+    features = write(
+        tmp_path, "f.csv", "id,name,v\n1.0,foo bar,1\n2.0,baz,2\n3.0,foo,3\n4.0,quux,4\n"
+    )
+    kwargs = {"text_col": "name"} if column == "name" else {"feature_cols": ["v"]}
+    with pytest.raises(GraphInputError, match=r"f.csv: none of its 4 node ids is a node of the"):
+        load_node_graph(edges, labels, features=features, **kwargs)
+    good = write(tmp_path, "g.csv", "id,name,v\n1,foo bar,1\n2,baz,2\n3,foo,3\n4,quux,4\n")
+    data = load_node_graph(edges, labels, features=good, **kwargs)
+    assert data.node_ids == ["1", "2", "3", "4"] and bool((data.x.abs().sum(1) > 0).all())

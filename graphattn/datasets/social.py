@@ -625,6 +625,8 @@ def load_node_graph(
     if same_file or (features is None and label_file.has_header is not None):
         layout = _Layout(delimiter, label_file.has_header)  # the label read's header decision
     table = _node_table(features, labels, id_col, text_col, feature_cols, layout, skip_cols)
+    if table is not None:
+        _check_ids_meet_edges(rows, table.ids, table.source, "node ids", "its rows")
     node_ids = _all_node_ids(rows, [*label_map, *label_file.unlabelled], table)
     edge_index, report = _edges_to_index(rows, node_ids, directed)
     _note_added_nodes(report, rows, node_ids)
@@ -694,13 +696,23 @@ def _check_labels_meet_edges(
 ) -> None:
     """Raise when not one labelled node is in the edge list: the two files write the ids
     differently (``100`` and ``100.0``), and every labelled node would be isolated."""
-    if not label_map or not rows.src or any(n in label_map for n in chain(rows.src, rows.dst)):
+    source = "the label dict" if isinstance(labels, Mapping) else str(labels)
+    _check_ids_meet_edges(rows, list(label_map), source, "labelled node ids", "labels")
+
+
+def _check_ids_meet_edges(
+    rows: _EdgeRows, ids: Sequence[str], source: str, what: str, short: str
+) -> None:
+    """Raise when none of ``ids`` (read from ``source``) is a node of the edge list."""
+    if not ids or not rows.src:
+        return
+    wanted = set(ids)
+    if any(n in wanted for n in chain(rows.src, rows.dst)):
         return
     in_edges = set(rows.src) | set(rows.dst)
-    source = "the label dict" if isinstance(labels, Mapping) else str(labels)
     raise GraphInputError(
-        f"{source}: none of its {len(label_map)} labelled node ids is a node of the edge "
-        f"list {rows.path} (ids are matched as text: labels have {list(label_map)[:2]}, "
+        f"{source}: none of its {len(wanted)} {what} is a node of the edge list "
+        f"{rows.path} (ids are matched as text: {short} have {list(ids)[:2]}, "
         f"the edge list {sorted(in_edges)[:2]}); write the ids the same way in both"
     )
 
