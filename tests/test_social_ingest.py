@@ -933,3 +933,16 @@ def test_a_feature_file_whose_ids_match_no_edge_list_node_is_an_error(tmp_path, 
     good = write(tmp_path, "g.csv", "id,name,v\n1,foo bar,1\n2,baz,2\n3,foo,3\n4,quux,4\n")
     data = load_node_graph(edges, labels, features=good, **kwargs)
     assert data.node_ids == ["1", "2", "3", "4"] and bool((data.x.abs().sum(1) > 0).all())
+
+
+def test_a_label_column_name_marks_a_header_over_string_ids(tmp_path, caplog):
+    # 'user,label' was read as a node 'user' of class 'label', a one-member class
+    edges = write(tmp_path, "e.csv", "alice,bob\nbob,carol\ncarol,dave\n")
+    labels = write(tmp_path, "l.csv", "user,Label\nalice,x\nbob,y\ncarol,x\ndave,y\n")
+    data = load_node_graph(edges, labels)
+    assert data.node_ids == ["alice", "bob", "carol", "dave"]
+    assert data.label_names == ["x", "y"]
+    assert "line 1 read as a header" in caplog.text
+    # a class that is really named 'label' elsewhere in the column: line 1 is data
+    data_line = write(tmp_path, "d.csv", "alice,label\nbob,y\ncarol,label\ndave,y\n")
+    assert read_labels(data_line) == {"alice": "label", "bob": "y", "carol": "label", "dave": "y"}

@@ -251,17 +251,33 @@ def _header_like(
     checked: Sequence[int],
     parses: Callable[[str], bool],
 ) -> bool:
-    """Column names in the id fields or the checked fields, or checked fields that
-    fail to parse where the second line's parse."""
+    """Column names in the id fields or the checked fields, a ``label`` column name
+    that no other line holds there, or checked fields that fail to parse where the
+    second line's parse."""
     first_ids = _pick(rows[0][1], id_cols)
     first = _pick(rows[0][1], checked)
     for names in (first_ids, first):
         if names and all(f.lower() in KNOWN_COLUMNS for f in names):
             return True
+    if _names_a_label_column(rows, id_cols):
+        return True
     if len(rows) < 2 or all(parses(f) for f in first):
         return False
     second = _pick(rows[1][1], checked)
     return len(second) == len(first) and all(parses(f) for f in second)
+
+
+def _names_a_label_column(rows: list[tuple[int, list[str]]], id_cols: Sequence[int]) -> bool:
+    """Whether a field of the first line, outside the id columns, is ``label`` (any
+    case) where no other line has that value: ``user,label`` over string ids."""
+    width = len(rows[0][1])
+    ids = {c % width for c in id_cols if -width <= c < width}
+    for c, name in enumerate(rows[0][1]):
+        if c in ids or name.lower() != "label":
+            continue
+        if not any(c < len(fields) and fields[c].lower() == "label" for _, fields in rows[1:]):
+            return True
+    return False
 
 
 def _ids_recur(ids: list[str], rows: list[tuple[int, list[str]]], id_cols: Sequence[int]) -> bool:
