@@ -946,3 +946,22 @@ def test_a_label_column_name_marks_a_header_over_string_ids(tmp_path, caplog):
     # a class that is really named 'label' elsewhere in the column: line 1 is data
     data_line = write(tmp_path, "d.csv", "alice,label\nbob,y\ncarol,label\ndave,y\n")
     assert read_labels(data_line) == {"alice": "label", "bob": "y", "carol": "label", "dave": "y"}
+
+
+def test_a_tab_file_with_one_tabless_line_warns_that_fields_with_spaces_were_split(
+    tmp_path, caplog
+):
+    # one line without a tab turned the whole file whitespace-separated: every
+    # two-word id was split, with only an 'extra columns ignored' warning
+    text = "John Smith\tJane Doe\nJane Doe\tBob Lee\nBob Lee Ann Wu\nAnn Wu\tJohn Smith\n"
+    path = write(tmp_path, "e.tsv", text)
+    read_edge_list(path)
+    assert "3 of 4 data line(s) are tab-separated with spaces inside fields, but line 3" in (
+        caplog.text
+    )
+    with pytest.raises(GraphInputError, match=r"e.tsv, line 3: malformed line"):
+        read_edge_list(path, delimiter="\t")  # the advice given: names the bad line
+    caplog.clear()
+    # tabs and spaces mixed as separators, no field with a space: read right, no warning
+    _, ids, _ = read_edge_list(write(tmp_path, "m.txt", "1\t2\n3 4\n4\t1\n"))
+    assert ids == ["1", "2", "3", "4"] and "tab-separated" not in caplog.text

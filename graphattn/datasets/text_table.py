@@ -100,6 +100,8 @@ def _open_rows(path: Path, delimiter: str | None) -> tuple[list[tuple[int, list[
     lines = text.removesuffix("\n").split("\n")
     if delimiter is None:
         delimiter = _sniff_delimiter(lines)
+        if delimiter == WHITESPACE:
+            _note_mixed_delimiters(path, lines)
     if delimiter in (WHITESPACE, " "):
         rows = [(n, ln.split()) for n, ln in enumerate(lines, 1) if _is_data(ln)]
         _note_comments(path, _comment_lines(lines), rows)
@@ -138,11 +140,36 @@ def _note_comments(path: Path, comments: list[int], rows: list[tuple[int, list[s
 def _sniff_delimiter(lines: list[str]) -> str:
     """Tab if every data line has one, else comma if every one has one, else
     whitespace; lines holding a single field are not looked at."""
-    split = [ln for ln in lines if _is_data(ln) and ("," in ln or len(ln.split(None, 1)) > 1)]
+    split = [ln for ln in lines if _is_data(ln) and _splits(ln)]
     for delimiter in ("\t", ","):
         if split and all(delimiter in ln for ln in split):
             return delimiter
     return WHITESPACE
+
+
+def _splits(line: str) -> bool:
+    """Whether a data line holds more than one field under some delimiter."""
+    return "," in line or len(line.split(None, 1)) > 1
+
+
+def _note_mixed_delimiters(path: Path, lines: list[str]) -> None:
+    """Warn when some data lines are tab-separated with spaces inside their fields and
+    others hold no tab: the file was read as whitespace-separated (not every line has
+    a tab), so those fields, ids with spaces say, were split apart."""
+    data = [(n, ln) for n, ln in enumerate(lines, 1) if _is_data(ln)]
+    tabbed = [ln for _, ln in data if "\t" in ln]
+    if not any(" " in field.strip() for ln in tabbed for field in ln.split("\t")):
+        return
+    first = next(n for n, ln in data if "\t" not in ln and _splits(ln))
+    log.warning(
+        "%s: %d of %d data line(s) are tab-separated with spaces inside fields, but line "
+        "%d has no tab: read as whitespace-separated, so those fields were split at "
+        "their spaces; pass delimiter='\\t' (CLI --delimiter tab) to split at tabs only",
+        path,
+        len(tabbed),
+        len(data),
+        first,
+    )
 
 
 def _csv_rows(
