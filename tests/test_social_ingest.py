@@ -965,3 +965,15 @@ def test_a_tab_file_with_one_tabless_line_warns_that_fields_with_spaces_were_spl
     # tabs and spaces mixed as separators, no field with a space: read right, no warning
     _, ids, _ = read_edge_list(write(tmp_path, "m.txt", "1\t2\n3 4\n4\t1\n"))
     assert ids == ["1", "2", "3", "4"] and "tab-separated" not in caplog.text
+
+
+def test_a_forced_header_that_looks_like_data_is_a_warning(tmp_path, caplog):
+    # --header yes applies to every file: a headerless edge list lost its first edge
+    edges = write(tmp_path, "e.tsv", "0\t1\n1\t2\n2\t3\n3\t0\n4\t0\n")
+    labels = write(tmp_path, "l.tsv", "node\tkind\n0\ta\n1\tb\n2\ta\n3\tb\n4\ta\n")
+    data = load_node_graph(edges, labels, label_col="kind", delimiter="\t", has_header=True)
+    assert data.graph_report.num_input_edges == 4
+    assert "e.tsv: line 1 read as a header, as asked, but its ids ['0', '1'] are node ids" in (
+        caplog.text
+    )
+    assert "l.tsv: line 1 read as a header, as asked" not in caplog.text  # a real header

@@ -245,6 +245,15 @@ def read_table(
                 line,
                 header,
             )
+        elif _ids_recur(_pick(header, id_cols), rows, id_cols):
+            log.warning(
+                "%s: line %d read as a header, as asked, but its ids %s are node ids (or "
+                "shaped like them) of other lines: if it is data, it is lost (CLI --header "
+                "auto detects the header of each file; in Python, has_header=None)",
+                path,
+                line,
+                header,
+            )
         else:
             log.info("%s: line %d read as a header: %s", path, line, header)
     return Table(path, rows, header, delimiter)
