@@ -977,3 +977,20 @@ def test_a_forced_header_that_looks_like_data_is_a_warning(tmp_path, caplog):
         caplog.text
     )
     assert "l.tsv: line 1 read as a header, as asked" not in caplog.text  # a real header
+
+
+def test_labels_written_alike_but_of_two_types_are_an_error():
+    # 1 and "1" became two classes both named "1" (predictions.csv: prob_1, prob_1)
+    G = nx.cycle_graph(4)
+    for n in G:
+        G.nodes[n]["c"] = 1 if n % 2 else "1"
+    with pytest.raises(GraphInputError, match=r"labels .* first at node [01]\) .* written '1'"):
+        from_networkx(G, label_attr="c")
+
+
+def test_node_attributes_of_different_lengths_name_the_node():
+    G = nx.path_graph(3)
+    for n in G:
+        G.nodes[n]["w"] = [1.0, 2.0] if n == 2 else [1.0]
+    with pytest.raises(GraphInputError, match=r"1 values at node 0, 2 at node 2"):
+        from_networkx(G, node_attrs=["w"])

@@ -175,9 +175,25 @@ def encode_labels(labels: Sequence[Hashable | None]) -> tuple[Tensor, list]:
         names = sorted(classes)
     except TypeError:
         names = sorted(classes, key=lambda v: (type(v).__name__, str(v)))
+    _check_distinct_names(names, labels)
     index = {name: c for c, name in enumerate(names)}
     y = torch.tensor([-1 if v is None else index[v] for v in labels], dtype=torch.long)
     return y, names
+
+
+def _check_distinct_names(names: list, labels: list) -> None:
+    """Two classes written the same (``1`` and ``"1"``) would share one name in the
+    checkpoint and the ``prob_<class>`` columns of ``predictions.csv``."""
+    by_text: dict[str, Hashable] = {}
+    for name in names:
+        other = by_text.setdefault(str(name), name)
+        if other is not name:
+            first, again = labels.index(other), labels.index(name)
+            raise GraphInputError(
+                f"labels {other!r} ({type(other).__name__}, first at node {first}) and "
+                f"{name!r} ({type(name).__name__}, first at node {again}) are two classes "
+                f"written {str(name)!r}; give the labels one type"
+            )
 
 
 def is_missing_label(label: Hashable | None) -> bool:
@@ -288,9 +304,12 @@ def _node_attribute_matrix(G: nx.Graph, node_ids: list, names: Sequence[str]) ->
                 )
             row.extend(values.tolist())
         rows.append(row)
-    widths = {len(r) for r in rows}
-    if len(widths) > 1:
-        raise GraphInputError(f"node attributes {list(names)} have different lengths {widths}")
+    odd = next((k for k, row in enumerate(rows) if len(row) != len(rows[0])), None)
+    if odd is not None:
+        raise GraphInputError(
+            f"node attributes {list(names)} have different lengths: {len(rows[0])} values "
+            f"at node {node_ids[0]!r}, {len(rows[odd])} at node {node_ids[odd]!r}"
+        )
     return torch.tensor(rows, dtype=torch.float32).reshape(len(node_ids), -1)
 
 
