@@ -1448,3 +1448,26 @@ def test_the_target_scaler_ignores_missing_targets_and_keeps_a_constant_one_fini
     y = torch.tensor([[1.0, 5.0]])
     assert scaler.transform(y).tolist() == [[0.0, 2.0]]
     assert torch.equal(scaler.inverse(scaler.transform(y)), y)
+
+
+def test_config_values_of_other_types_are_written_and_bad_ones_refused_first(tmp_path):
+    # a torch.device, a Path or an ndarray crashed json after training, once the
+    # earlier run's files were already deleted
+    from pathlib import Path
+
+    from graphattn import GraphInputError
+
+    dataset = MoleculeCSV(write_alcohols(tmp_path / "m.csv"), target_cols=["y"])
+    run = tmp_path / "run"
+    train_molecule_model(dataset, tiny_config(), run_dir=run, progress=False)
+    first = (run / "metrics.json").read_text()
+    config = tiny_config(device=torch.device("cpu"), fractions=np.array([0.5, 0.25, 0.25]))
+    train_molecule_model(dataset, config, run_dir=run, progress=False)
+    written = json.loads((run / "metrics.json").read_text())["config"]
+    assert written["device"] == "cpu" and written["fractions"] == [0.5, 0.25, 0.25]
+    assert (run / "metrics.json").read_text() != first
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    bad = tiny_config(init_from={"run": Path("run"), "why": {1, 2}})  # a set: no JSON
+    with pytest.raises(GraphInputError, match=r"MoleculeTrainConfig.init_from = .* cannot be"):
+        train_molecule_model(dataset, bad, run_dir=run, progress=False)
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before  # the earlier run kept

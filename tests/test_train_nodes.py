@@ -571,3 +571,13 @@ def test_labels_per_class_on_a_set_with_fixed_training_nodes_replaces_them(tmp_p
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["split"] == "labels_per_class"
     assert metrics["num_labelled"]["train"] == 6
+
+
+def test_a_torch_device_in_the_node_config_is_written_as_text(tmp_path):
+    # it crashed json after training, with the earlier run's files deleted
+    data = from_networkx(nx.karate_club_graph(), label_attr="club")
+    masks = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    config = NodeTrainConfig(epochs=2, device=torch.device("cpu"))
+    train_node_model(data, masks, config, run_dir=tmp_path / "run", progress=False)
+    written = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert written["config"]["device"] == "cpu"

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import functools
 import json
 import logging
 import math
+import os
 import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,12 +25,14 @@ from graphattn.train.checkpoint import CHECKPOINT_NAME
 __all__ = [
     "RUN_FILES",
     "EarlyStopping",
+    "check_config_json",
     "check_run_folder",
     "check_training_settings",
     "global_rng_restored",
     "keeps_global_rng",
     "seed_everything",
     "start_run_folder",
+    "to_json",
     "training_device",
     "warmup_cosine",
     "write_json",
@@ -258,9 +262,30 @@ def to_json(payload: dict) -> str:
             return [clean(v) for v in value]
         if isinstance(value, np.generic):
             return clean(value.item())
+        if isinstance(value, np.ndarray | torch.Tensor):
+            return clean(value.tolist())
+        if isinstance(value, os.PathLike):
+            return os.fspath(value)
+        if isinstance(value, torch.device | torch.dtype):
+            return str(value)
         return value
 
     return json.dumps(clean(payload), indent=2)
+
+
+def check_config_json(config) -> None:
+    """Raise :class:`GraphInputError` naming a training config field that
+    ``metrics.json`` cannot hold, before any training (and before an earlier run's
+    files are replaced)."""
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        try:
+            to_json({field.name: value})
+        except (TypeError, ValueError) as err:
+            raise GraphInputError(
+                f"{type(config).__name__}.{field.name} = {value!r} cannot be written to "
+                f"metrics.json ({err}); pass a str, number, list or dict"
+            ) from None
 
 
 def write_json(path: str | Path, payload: dict) -> Path:

@@ -49,11 +49,13 @@ from graphattn.splits.molecules import random_split, save_split, scaffold_split
 from graphattn.train.checkpoint import save_checkpoint
 from graphattn.train.loop import (
     EarlyStopping,
+    check_config_json,
     check_run_folder,
     check_training_settings,
     keeps_global_rng,
     seed_everything,
     start_run_folder,
+    to_json,
     training_device,
     warmup_cosine,
     write_json,
@@ -280,6 +282,7 @@ def check_train_config(config: MoleculeTrainConfig) -> None:
         raise GraphInputError(f"ensemble must be at least 1 model, got {config.ensemble}")
     if config.workers < 1:
         raise GraphInputError(f"workers must be at least 1, got {config.workers}")
+    check_config_json(config)
 
 
 _ARCH = ("hidden", "layers", "heads", "dropout")  # MoleculeModelConfig's ranged fields
@@ -893,6 +896,7 @@ def _write_run(
     run_dir: Path, model, dataset, split, parts, test_pred, scaler, history, metrics, metric
 ) -> None:
     """``test_pred``: ``(predictions [n, T], the members' std [n, T] or None)``."""
+    to_json(metrics)  # raises before start_run_folder deletes an earlier run's files
     start_run_folder(run_dir)
     save_checkpoint(
         run_dir,

@@ -29,11 +29,13 @@ from graphattn.optim import adamw
 from graphattn.train.checkpoint import save_checkpoint
 from graphattn.train.loop import (
     EarlyStopping,
+    check_config_json,
     check_run_folder,
     check_training_settings,
     keeps_global_rng,
     seed_everything,
     start_run_folder,
+    to_json,
     torch_seed,
     training_device,
     write_json,
@@ -225,6 +227,7 @@ def train_node_model(
     check_training_settings(
         config.epochs, config.lr, config.weight_decay, config.patience, config.seed
     )
+    check_config_json(config)
     check_run_folder(run_dir)
     if not 0 < config.label_mask_rate <= 1:  # 0 would score no node
         raise GraphInputError(
@@ -371,6 +374,7 @@ def _label_names(data, num_classes: int) -> list[str]:
 
 
 def _write_run(run_dir: Path, model, data, masks, pred, probs, history, metrics) -> None:
+    to_json(metrics)  # raises before start_run_folder deletes an earlier run's files
     start_run_folder(run_dir)
     names = _label_names(data, metrics["num_classes"])
     save_checkpoint(
