@@ -51,7 +51,9 @@ def test_predict_reads_a_bom_and_padded_header_and_reports_bad_rows(two_target_r
     text = " smiles ,id\nCCO,1\nc1ccccc1,2,extra\nCCN,3\nC C,4\n"
     rows = predict_csv(two_target_run, tmp_path, b"\xef\xbb\xbf" + text.encode())
     assert [r["id"] for r in rows] == ["1", "2", "3", "4"]  # every row, in order
-    assert rows[1]["error"] == "row has 3 fields, the header has 2" and rows[1]["pred_y"] == ""
+    # the cell past the header's columns is named, not lost
+    assert rows[1]["error"] == "row has 3 fields, the header has 2; extra fields: ['extra']"
+    assert rows[1]["pred_y"] == ""
     assert "whitespace inside" in rows[3]["error"]
     expected, _ = predict_molecules(two_target_run, ["CCO", "CCN"])
     for row, (y, z) in zip((rows[0], rows[2]), expected, strict=True):
@@ -583,7 +585,7 @@ def test_predict_reads_smiles_padded_with_spaces_and_counts_failed_rows(
     rows = predict_csv(two_target_run, tmp_path, "smiles,note\n  CCO ,a\nCCO,b\nC1CC,c\n")
     assert [bool(row["error"]) for row in rows] == [False, False, True]
     assert rows[0]["pred_y"] == rows[1]["pred_y"] != "" and rows[2]["pred_y"] == ""
-    assert "predicted 2 of 3 rows (1 failed)" in capsys.readouterr().out
+    assert "predicted 2 of 3 rows (1 failed)" in capsys.readouterr().err
 
 
 def test_evaluate_lists_the_first_20_bad_label_cells_and_counts_them_all(two_target_run, tmp_path):
@@ -596,3 +598,51 @@ def test_evaluate_lists_the_first_20_bad_label_cells_and_counts_them_all(two_tar
     result = json.loads(text)
     assert result["num_bad_labels"] == 25
     assert [bad["value"] for bad in result["bad_labels"]] == [f"x{n}" for n in range(20)]
+
+
+def test_predict_over_its_own_input_keeps_it_whole_when_the_write_fails(
+    two_target_run, tmp_path, monkeypatch
+):
+    # "w" emptied the input at once: a full disk left it cut in the middle of a row
+    source = tmp_path / "in.csv"
+    text = "smiles,id\n" + "".join(f"CCO,{n}\n" for n in range(50))
+    source.write_text(text)
+    source.chmod(0o640)
+    argv = ["predict", "--model", str(two_target_run), "--csv", str(source), "--out"]
+
+    real_writer = csv.writer
+
+    def failing_writer(handle, *args, **kwargs):
+        writer = real_writer(handle, *args, **kwargs)
+
+        class Failing:
+            def writerow(self, row):
+                if row[-1] == "" and row[1] == "10":
+                    raise OSError(28, "No space left on device")
+                return writer.writerow(row)
+
+        return Failing()
+
+    monkeypatch.setattr(csv, "writer", failing_writer)
+    assert main([*argv, str(source), "--no-progress"]) == 2
+    assert source.read_text() == text
+    assert [p.name for p in tmp_path.iterdir()] == ["in.csv"]  # no temporary file left
+    monkeypatch.setattr(csv, "writer", real_writer)
+    assert main([*argv, str(source), "--no-progress"]) == 0
+    assert len(read_rows(source)) == 50 and "pred_y" in read_rows(source)[0]
+    assert source.stat().st_mode & 0o777 == 0o640  # the file's mode is kept
+    # a link is followed, not replaced by a file
+    link = tmp_path / "link.csv"
+    link.symlink_to(source)
+    assert main([*argv, str(link), "--no-progress"]) == 0
+    assert link.is_symlink() and "pred_y_2" in read_rows(source)[0]
+
+
+def test_predict_to_dev_stdout_writes_only_the_csv_there(two_target_run, tmp_path, capfd):
+    source = tmp_path / "in.csv"
+    source.write_text("smiles\nCCO\nCCN\n")
+    argv = ["predict", "--model", str(two_target_run), "--csv", str(source)]
+    assert main([*argv, "--out", "/dev/stdout", "--no-progress"]) == 0
+    out, err = capfd.readouterr()
+    assert out.splitlines()[0] == "smiles,pred_y,pred_z,error" and len(out.splitlines()) == 3
+    assert "predicted 2 of 2 rows" in err  # the summary is not a CSV line

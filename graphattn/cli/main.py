@@ -9,6 +9,7 @@ graphattn bench     [--quick] --out DIR
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import logging
@@ -16,7 +17,10 @@ import os
 import re
 import signal
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -557,7 +561,8 @@ def _smiles_of_rows(
     path: Path, header: list[str], rows: list[list[str]], smiles_col: str
 ) -> tuple[list[str], list[str]]:
     """The SMILES of each row, and a problem per row ("" when none): a row whose number
-    of fields differs from the header's gets no SMILES and says so."""
+    of fields differs from the header's gets no SMILES and says so (and names the
+    fields past the header's, which the output row has no column for)."""
     from graphattn.datasets.molecules import column_index
 
     at = column_index(header, smiles_col, path)
@@ -565,7 +570,10 @@ def _smiles_of_rows(
     for fields in rows:
         ok = len(fields) == len(header)
         smiles.append(fields[at].strip() if ok else "")
-        problems.append("" if ok else f"row has {len(fields)} fields, the header has {len(header)}")
+        problem = "" if ok else f"row has {len(fields)} fields, the header has {len(header)}"
+        if len(fields) > len(header):
+            problem += f"; extra fields: {fields[len(header) :]}"
+        problems.append(problem)
     return smiles, problems
 
 
@@ -604,6 +612,34 @@ def _fresh_name(name: str, taken: set[str]) -> str:
     return candidate
 
 
+@contextlib.contextmanager
+def _replacing(path: Path) -> Iterator[TextIO]:
+    """A text handle whose contents replace the file at ``path`` only once all are
+    written: ``predict --out`` may name its own ``--csv`` file, which a failed write
+    (a full disk, Ctrl-C) must not leave half-empty. A device, a pipe or a stream
+    (``/dev/stdout``, whatever the shell sent it to) is written directly."""
+    stream = str(path.absolute()).startswith(("/dev/", "/proc/"))
+    if stream or (path.exists() and not path.is_file()):
+        # "a": "w" would truncate the file a shell's >> sent stdout to
+        with open(path, "a", newline="", encoding="utf-8") as handle:
+            yield handle
+        return
+    target = Path(os.path.realpath(path))  # a link's target is replaced, not the link
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with open(fd, "w", newline="", encoding="utf-8") as handle:
+            yield handle
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = target.stat().st_mode & 0o7777 if target.exists() else 0o666 & ~umask
+        os.chmod(temporary, mode)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     from graphattn.train.molecule_inference import (
         load_molecule_checkpoint,
@@ -633,8 +669,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     renamed = [name for name in added if name not in {*wanted, "error"}]
     if renamed:
         print(f"the input has columns named like the output's: writing {renamed}", file=sys.stderr)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="", encoding="utf-8") as handle:
+    with _replacing(args.out) as handle:
         writer = csv.writer(handle)
         writer.writerow([*header, *added])
         for fields, pred, error in zip(rows, preds, errors, strict=True):
@@ -643,7 +678,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
             values = ["" if np.isnan(p) else f"{p:.7g}" for p in pred]
             writer.writerow([*cells, *values, error])
     failed = sum(1 for e in errors if e)
-    print(f"predicted {len(rows) - failed} of {len(rows)} rows ({failed} failed) -> {args.out}")
+    print(
+        f"predicted {len(rows) - failed} of {len(rows)} rows ({failed} failed) -> {args.out}",
+        file=sys.stderr,  # stdout may be the CSV itself (--out /dev/stdout)
+    )
     _note_unusual_molecules(smiles, checkpoint)
     return 0
 
@@ -814,8 +852,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     text = to_json(result)
     print(text)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+        with _replacing(args.out) as handle:
+            handle.write(text + "\n")
     _note_unusual_molecules(smiles, checkpoint)
     return 0
 
