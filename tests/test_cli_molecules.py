@@ -492,6 +492,28 @@ def test_evaluate_leaves_unparsable_rows_out_of_the_metrics(two_target_run):
     parsed = evaluate_molecules(two_target_run, ["CCO", "CCCO", "CCCCO"], targets[[0, 2, 3]])
     assert everything["num_failed"] == 1 and parsed["num_failed"] == 0
     assert everything["metrics"] == parsed["metrics"]
+    assert [(f["row"], f["smiles"]) for f in everything["failed_rows"]] == [(1, "not a smiles")]
+    assert everything["num_scored"] == parsed["num_scored"] == {"y": 3, "z": 3}
+
+
+def test_evaluate_names_its_failed_rows_and_fails_when_nothing_is_scored(
+    two_target_run, tmp_path, capsys
+):
+    # failed rows were counted, never named; a file with nothing to score exited 0
+    source = tmp_path / "in.csv"
+    source.write_text("smiles,y\nCCO,-0.5\nC1CC,1\nCCN,0.2\nCCCl,1,2\nc1ccccc1,-2\n")
+    argv = ["evaluate", "--model", str(two_target_run), "--csv", str(source), "--no-progress"]
+    argv += ["--target-col", "y"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    result = json.loads(out)
+    reasons = {f["row"]: f["reason"] for f in result["failed_rows"]}
+    assert sorted(reasons) == [1, 3] and "extra fields: ['2']" in reasons[3]
+    assert result["num_scored"] == {"y": 3, "z": 0}
+    assert "2 row(s) could not be predicted and were not scored (e.g. data row 1" in err
+    source.write_text("smiles,y\nC1CC,1\nCCO,\n")
+    assert main(argv) == 1
+    assert "no labelled row was scored: every metric is null" in capsys.readouterr().err
 
 
 def test_predict_writes_the_digits_of_the_runs_predictions_csv(two_target_run, tmp_path):

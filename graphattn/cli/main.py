@@ -828,7 +828,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     targets = list(checkpoint["target_cols"])
     header, rows = _read_csv(args.csv)
     chosen = _evaluated_columns(args.csv, header, args.target_cols, targets)
-    smiles, _ = _smiles_of_rows(args.csv, header, rows, args.smiles_col)
+    smiles, problems = _smiles_of_rows(args.csv, header, rows, args.smiles_col)
     labels, bad = _labels(header, rows, chosen, targets, checkpoint["task"])
     result = evaluate_molecules(
         args.model,
@@ -849,12 +849,24 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             f"{describe_row(first['row'], first['reason'])})",
             file=sys.stderr,
         )
+    for failed in result["failed_rows"]:
+        failed["reason"] = problems[failed["row"]] or failed["reason"]
+    if result["failed_rows"]:
+        first = result["failed_rows"][0]
+        print(
+            f"{result['num_failed']} row(s) could not be predicted and were not scored (e.g. "
+            f"{describe_row(first['row'], first['reason'])}); the first 20 are in failed_rows",
+            file=sys.stderr,
+        )
     text = to_json(result)
     print(text)
     if args.out:
         with _replacing(args.out) as handle:
             handle.write(text + "\n")
     _note_unusual_molecules(smiles, checkpoint)
+    if not any(result["num_scored"].values()):
+        print("no labelled row was scored: every metric is null", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -271,12 +271,15 @@ def evaluate_molecules(
     progress: bool = False,
     mode: str | None = None,
 ) -> dict:
-    """Metrics of a trained model on labelled molecules (unparsable rows are counted).
+    """Metrics of a trained model on labelled molecules.
 
     ``targets`` is ``[n, T]`` (array-like) in the order of the model's targets, NaN
-    where unknown. ``progress`` shows a progress bar while the molecules are predicted;
-    ``mode`` overrides the attention mode, as in :func:`predict_molecules`.
-    A regression ensemble also gets ``ensemble_spread``
+    where unknown. Rows that cannot be predicted are counted (``num_failed``) and the
+    first 20 listed (``failed_rows``: row index, SMILES, reason); ``num_scored`` gives,
+    per target, the labelled rows scored (a metric needs two, else it is NaN).
+    ``progress`` shows a progress bar while the molecules are predicted; ``mode``
+    overrides the attention mode, as in :func:`predict_molecules`. A regression
+    ensemble also gets ``ensemble_spread``
     (:func:`~graphattn.train.metrics.spread_metrics`).
     """
     model, meta = load_molecule_model(run_dir, device, mode)
@@ -290,10 +293,17 @@ def evaluate_molecules(
         )
     preds, errors, std = _predict_smiles(model, meta, smiles, progress=progress)
     ok = np.array([e == "" for e in errors], dtype=bool)
+    failed = [i for i, e in enumerate(errors) if e]
     result = {
         "task": meta["task"],
         "num_rows": len(smiles),
-        "num_failed": int((~ok).sum()),
+        "num_failed": len(failed),
+        "failed_rows": [
+            {"row": i, "smiles": str(smiles[i]), "reason": errors[i]} for i in failed[:20]
+        ],
+        "num_scored": {
+            name: int((ok & ~np.isnan(targets[:, t])).sum()) for t, name in enumerate(names)
+        },
         "metrics": _metrics(meta["task"], targets[ok], preds[ok], names),
     }
     if reports_spread(meta):
