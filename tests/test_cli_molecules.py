@@ -668,3 +668,44 @@ def test_predict_to_dev_stdout_writes_only_the_csv_there(two_target_run, tmp_pat
     out, err = capfd.readouterr()
     assert out.splitlines()[0] == "smiles,pred_y,pred_z,error" and len(out.splitlines()) == 3
     assert "predicted 2 of 2 rows" in err  # the summary is not a CSV line
+
+
+def test_a_checkpoint_damaged_inside_a_tensor_or_missing_parts_is_refused_by_name(
+    two_target_run, tmp_path
+):
+    import shutil
+    import struct
+    import zipfile
+
+    import torch
+
+    from graphattn.errors import GraphInputError
+
+    # bytes flipped inside the largest weight record: it loaded and predicted other numbers
+    damaged = tmp_path / "damaged.pt"
+    shutil.copy(two_target_run / "model.pt", damaged)
+    info = max(zipfile.ZipFile(damaged).infolist(), key=lambda i: i.file_size)
+    data = bytearray(damaged.read_bytes())
+    name_len, extra_len = struct.unpack(
+        "<HH", data[info.header_offset + 26 : info.header_offset + 30]
+    )
+    start = info.header_offset + 30 + name_len + extra_len
+    for k in range(start + 8, start + 48):
+        data[k] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(
+        GraphInputError, match=rf"damaged.pt: damaged checkpoint, record {info.filename}"
+    ):
+        predict_molecules(damaged, ["CCO"])
+
+    checkpoint = torch.load(two_target_run / "model.pt", weights_only=True)
+    no_scaler = {k: v for k, v in checkpoint.items() if k != "scaler"}
+    torch.save(no_scaler, tmp_path / "no_scaler.pt")
+    with pytest.raises(
+        GraphInputError, match=r"no_scaler.pt: a molecule checkpoint without \['scaler'\]"
+    ):
+        predict_molecules(tmp_path / "no_scaler.pt", ["CCO"])
+    wider = {**checkpoint, "model_config": {**checkpoint["model_config"], "hidden": 32}}
+    torch.save(wider, tmp_path / "wider.pt")
+    with pytest.raises(GraphInputError, match=r"wider.pt: the weights do not fit .* size mismatch"):
+        predict_molecules(tmp_path / "wider.pt", ["CCO"])

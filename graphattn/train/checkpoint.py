@@ -7,6 +7,7 @@ numbers), so it loads with ``torch.load(path, weights_only=True)``: no pickled c
 from __future__ import annotations
 
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,7 @@ def load_checkpoint(run_dir_or_file: str | Path) -> dict[str, Any]:
             f"{path}: not a readable torch.save archive (truncated or damaged, or another "
             "kind of file); pass a run folder made by train or its model.pt"
         )
+    _check_archive(path)
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # truncated, corrupt, or not a weights-only torch file
@@ -79,6 +81,21 @@ def load_checkpoint(run_dir_or_file: str | Path) -> dict[str, Any]:
         ) from err
     _check_payload(path, payload)
     return payload
+
+
+def _check_archive(path: Path) -> None:
+    """Check the archive's stored checksums: ``torch.load`` does not, so a damaged
+    weight tensor would load and predict other numbers without a word."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as err:
+        damaged = f"({err})"
+    if damaged is not None:
+        raise GraphInputError(
+            f"{path}: damaged checkpoint, record {damaged} fails its checksum; copy the "
+            "run's model.pt again or retrain"
+        )
 
 
 def _check_payload(path: Path, payload: Any) -> None:

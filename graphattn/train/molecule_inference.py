@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from graphattn.errors import GraphInputError
 from graphattn.featurize.molecule import MoleculeFeaturizer
 from graphattn.models.molecule import MoleculeEnsemble, MoleculeModel, MoleculeModelConfig
-from graphattn.train.checkpoint import load_checkpoint
+from graphattn.train.checkpoint import checkpoint_file, load_checkpoint
 from graphattn.train.loop import training_device
 from graphattn.train.metrics import classification_metrics, regression_metrics, spread_metrics
 
@@ -142,7 +142,16 @@ def load_molecule_checkpoint(run_dir: str | Path) -> dict:
             f"{run_dir} holds a {checkpoint.get('kind')!r} model, not a molecule model "
             "(node runs write their predictions.csv when they train)"
         )
+    missing = [key for key in _MOLECULE_KEYS if key not in checkpoint]
+    if missing:
+        raise GraphInputError(
+            f"{checkpoint_file(run_dir)}: a molecule checkpoint without {missing} (train "
+            "writes them all; save_checkpoint needs them as keyword arguments)"
+        )
     return checkpoint
+
+
+_MOLECULE_KEYS = ("model_config", "featurizer", "scaler", "target_cols", "task")
 
 
 def load_molecule_model(
@@ -167,7 +176,14 @@ def load_molecule_model(
             if size == 1
             else MoleculeEnsemble([MoleculeModel(config) for _ in range(size)])
         )
-    model.load_state_dict(checkpoint["state_dict"])
+    try:
+        model.load_state_dict(checkpoint["state_dict"])
+    except RuntimeError as err:  # missing or unexpected keys, or shapes that differ
+        detail = " ".join(line.strip() for line in str(err).splitlines()[1:3])
+        raise GraphInputError(
+            f"{checkpoint_file(run_dir)}: the weights do not fit the model its config "
+            f"describes: {detail}"
+        ) from None
     if mode is not None:
         model.set_mode(mode)
     return model.to(training_device(device)).eval(), checkpoint
