@@ -114,6 +114,10 @@ def test_an_unknown_data_set_is_one_error_line_with_status_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("graphattn train: error: unknown data set 'nosuch'; choose from (")
     assert "'esol'" in err and "'karate'" in err
+    # with a flag of one kind of training: still the name, not "applies to node training only"
+    argv = ["train", "--dataset", "facebook", "--labels-per-class", "5"]
+    assert main([*argv, "--out", str(tmp_path / "run")]) == 2
+    assert "unknown data set 'facebook'; choose from" in capsys.readouterr().err
 
 
 def test_an_out_path_that_is_a_file_is_refused_before_the_data_is_read(tmp_path, capsys):

@@ -420,6 +420,8 @@ def _check_train_sources(parser: argparse.ArgumentParser, args: argparse.Namespa
         parser.error("--edges needs --labels, a file of node labels to learn from")
     if args.csv is not None and not args.target_cols:
         parser.error("--csv needs at least one --target-col")
+    if args.dataset is not None and args.dataset not in MOLECULE_SETS + NODE_SETS:
+        return  # which kind is unknown: the unknown name is the error, said later
     # a flag only the other kind of training uses would be ignored
     nodes = args.edges is not None or args.dataset in NODE_SETS
     flags, kind = (MOLECULE_ONLY_FLAGS, "molecule") if nodes else (NODE_ONLY_FLAGS, "node")
