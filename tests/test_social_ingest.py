@@ -994,3 +994,11 @@ def test_node_attributes_of_different_lengths_name_the_node():
         G.nodes[n]["w"] = [1.0, 2.0] if n == 2 else [1.0]
     with pytest.raises(GraphInputError, match=r"1 values at node 0, 2 at node 2"):
         from_networkx(G, node_attrs=["w"])
+
+
+def test_labels_spelled_like_a_missing_value_are_warned_about(tmp_path, caplog):
+    # R writes NA and np.savetxt nan for a missing label: both became classes unseen
+    path = write(tmp_path, "l.csv", "id,label\n0,a\n1,NA\n2,b\n3,nan\n4,NA\n5,\n")
+    labels = read_labels(path)
+    assert labels == {"0": "a", "1": "NA", "2": "b", "3": "nan", "4": "NA"}  # still classes
+    assert "3 node(s) have the label 'NA' or 'nan', which is read as a class" in caplog.text

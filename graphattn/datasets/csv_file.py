@@ -23,9 +23,14 @@ from pathlib import Path
 
 from graphattn.errors import GraphInputError, not_utf8_error
 
-__all__ = ["CsvRows", "RecordLines", "not_csv_error"]
+__all__ = ["MISSING_TARGET_CELLS", "CsvRows", "RecordLines", "not_csv_error"]
 
 log = logging.getLogger(__name__)
+
+
+# Cells that mean "no value" (any case): empty, and the markers pandas reads as missing
+# by default that a number never spells, such as R's NA and a spreadsheet's #N/A.
+MISSING_TARGET_CELLS = frozenset({"", "nan", "na", "n/a", "#n/a", "<na>", "null", "none"})
 
 
 def not_csv_error(path: Path, line: int, err: csv.Error, quoted: bool = True) -> GraphInputError:

@@ -35,7 +35,7 @@ from torch.utils.data import Dataset
 from torch_geometric.data import Data
 from tqdm.auto import tqdm
 
-from graphattn.datasets.csv_file import CsvRows
+from graphattn.datasets.csv_file import MISSING_TARGET_CELLS, CsvRows
 from graphattn.datasets.files import resolve_file, sha256sum
 from graphattn.errors import GraphInputError
 from graphattn.featurize.molecule import (
@@ -244,11 +244,6 @@ _NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
 _FLOAT32_MAX = float(torch.finfo(torch.float32).max)
-
-
-# Cells that mean "no value" (any case): empty, and the markers pandas reads as missing
-# by default that a number never spells, such as R's NA and a spreadsheet's #N/A.
-MISSING_TARGET_CELLS = frozenset({"", "nan", "na", "n/a", "#n/a", "<na>", "null", "none"})
 
 
 def parse_target(text: str | None, column: str) -> float:

@@ -57,6 +57,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from graphattn.datasets.csv_file import MISSING_TARGET_CELLS
 from graphattn.datasets.files import resolve_file
 from graphattn.datasets.text_table import (
     WHITESPACE,
@@ -360,6 +361,7 @@ def _collect_labels(table: Table, id_at: int, label_at: int) -> tuple[dict[str, 
         else:
             unlabelled.append(line)
             unlabelled_ids.append(node)
+    _note_missing_markers(table, labels)
     if unlabelled:
         log.warning(
             "%s: %d line(s) with an empty or missing label skipped, their nodes left "
@@ -369,6 +371,21 @@ def _collect_labels(table: Table, id_at: int, label_at: int) -> tuple[dict[str, 
             unlabelled[0],
         )
     return labels, unlabelled_ids
+
+
+def _note_missing_markers(table: Table, labels: dict[str, str]) -> None:
+    """Warn about classes named like a missing value (``NA``, ``nan``, ...): R and NumPy
+    write those for a missing label, which a label file marks with an empty cell."""
+    markers = sorted({v for v in labels.values() if v.lower() in MISSING_TARGET_CELLS})
+    if markers:
+        count = sum(v in markers for v in labels.values())
+        log.warning(
+            "%s: %d node(s) have the label %s, which is read as a class, not as missing; "
+            "leave the cell empty for an unlabelled node",
+            table.path,
+            count,
+            " or ".join(repr(m) for m in markers),
+        )
 
 
 def _repeated_node(path: Path, node: str, first: tuple[int, str], again: tuple[int, str]) -> None:
