@@ -48,6 +48,8 @@ __all__ = [
     "map_in_processes",
     "markdown_table",
     "met",
+    "nonnegative_int",
+    "positive_float",
     "positive_int",
     "require_datasets",
     "run_main",
@@ -67,6 +69,24 @@ def positive_int(text: str) -> int:
     if not text.strip().isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of at least 1")
     return int(text)
+
+
+def nonnegative_int(text: str) -> int:
+    """argparse type of a size that may be 0: a whole number of at least 0."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of at least 0")
+    return int(text)
+
+
+def positive_float(text: str) -> float:
+    """argparse type of a duration: a finite number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number above 0")
+    return value
 
 
 def add_common_args(parser: argparse.ArgumentParser, seeds: Sequence[int] | None) -> None:

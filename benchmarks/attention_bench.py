@@ -17,10 +17,10 @@ import json
 import sys
 from pathlib import Path
 
-from _common import positive_int, run_main
+from _common import nonnegative_int, positive_float, positive_int, run_main
 
 from graphattn.bench.cases import SUITES
-from graphattn.bench.runner import nothing_measured, run_benchmarks
+from graphattn.bench.runner import nothing_measured, run_benchmarks, run_problems
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--threads", type=positive_int, help="torch threads per case (default: all cores)"
     )
-    p.add_argument("--max-dense-bytes", type=int, help="dense mode's memory budget in bytes")
+    p.add_argument(
+        "--max-dense-bytes",
+        type=nonnegative_int,
+        help="dense mode's memory budget in bytes (0: never dense)",
+    )
     p.add_argument(
         "--suite",
         "--suites",
@@ -46,12 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--paired-rounds",
-        type=int,
+        type=nonnegative_int,
         help="rounds of the paired phase (default 12, 2 with --quick; 0 skips it)",
     )
     p.add_argument(
         "--case-timeout",
-        type=float,
+        type=positive_float,
         help="seconds before an isolated (CPU) case is killed (default 120 with --quick,\n"
         "else 1800); cases run in the main process (CUDA, the paired phase) cannot be\n"
         "interrupted",
@@ -76,12 +80,16 @@ def main(argv: list[str] | None = None) -> int:
         paired_rounds=args.paired_rounds,
     )
     print(json.dumps(result["derived"]["targets"], indent=2))
-    print(f"wrote {len(result['cases'])} cases to {args.out}")
+    cases = result["cases"]
+    measured = sum(1 for case in cases if case.get("status") == "ok")
+    print(f"wrote {len(cases)} cases ({measured} measured) to {args.out}")
     reasons = nothing_measured(result)
     if reasons is not None:
         print(f"attention_bench.py: nothing was measured: {reasons}", file=sys.stderr)
         return 1
-    return 0
+    for line in run_problems(result):
+        print(f"attention_bench.py: {line}", file=sys.stderr)
+    return 1 if any(case.get("status") == "failed" for case in cases) else 0
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ N = 2,000, ESOL batches of 128) and, per size, times the fused, reference, dense
 layers **interleaved in one process** (:func:`graphattn.bench.worker.paired_layer_times`):
 each round runs one forward + backward pass of each, in a rotating order.
 
-"Sparse mode" is the faster of the fused and reference kernels (auto may run either);
+"Sparse mode" is the faster of the fused and reference kernels (auto may also run the
+Numba or gather kernel, not timed here, so auto / faster can fall below 1);
 dense cases over the memory budget are skipped with the reason, and auto is then
 compared with sparse mode. ``graphattn bench`` runs the same paired phase after its
 isolated cases (``--paired-rounds``); this script runs only that phase. Writes

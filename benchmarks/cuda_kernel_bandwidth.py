@@ -108,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench_out"))
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
-        print("no CUDA device: nothing to measure")
-        return 0
+        print("cuda_kernel_bandwidth.py: no CUDA device: nothing to measure", file=sys.stderr)
+        return 1
     machine = machine_info()  # before the timing: its load average is the machine's own
     result = measure(args.nodes, args.degree, args.heads, args.head_dim, args.repeats)
     result["machine"] = machine

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -40,7 +39,7 @@ import time
 from pathlib import Path
 
 import torch
-from _common import positive_int
+from _common import machine_info, positive_int
 from torch import Tensor, nn
 from torch_geometric.nn import TransformerConv
 
@@ -194,6 +193,7 @@ def main() -> None:
         print(json.dumps(run_case(args.case, args.sizes[0], args.repeats)))
         return
 
+    machine = machine_info()  # before the timing: its load average is the machine's own
     results = {}
     for n in args.sizes:
         cases = {impl: run_processes(impl, n, args) for impl in args.impls}
@@ -207,11 +207,8 @@ def main() -> None:
             }
         results[f"N={n},E={n * IN_DEGREE}"] = cases
     meta = {
-        "torch": torch.__version__,
+        "machine": machine,
         "threads": args.threads or torch.get_num_threads(),
-        "cpu_count": os.cpu_count(),
-        "machine": platform.machine(),
-        "load_avg": os.getloadavg(),
         "repeats": args.repeats,
         "processes": args.processes,
     }

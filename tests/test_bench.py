@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -939,6 +940,19 @@ def test_an_isolated_case_past_its_timeout_is_a_failed_case_that_says_so() -> No
     assert result["reason"] == "no result within 0.001 s (killed)"
 
 
+def test_a_case_past_its_timeout_is_killed_at_once(capfd) -> None:
+    # it was given 10 s more to finish, and its late send printed BrokenPipeError
+    from graphattn.bench.worker import run_isolated
+
+    spec = CaseSpec("scaling", "reference", num_nodes=2000, in_degree=10, repeats=3000, threads=1)
+    run_isolated(spec, timeout=0.001)  # starts the forkserver, which takes seconds
+    started = time.perf_counter()
+    result = run_isolated(spec, timeout=1.0)
+    assert result["reason"] == "no result within 1.0 s (killed)"
+    assert time.perf_counter() - started < 6.0  # 11 s before
+    assert "BrokenPipeError" not in capfd.readouterr().err
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RSS probe details are Linux")
 def test_the_cpu_probe_counts_from_its_baseline_not_the_earlier_peak() -> None:
     block = torch.ones(64 * 2**20)  # 256 MiB touched, then freed before the probe starts
@@ -1196,3 +1210,84 @@ def test_machine_records_this_process_and_a_given_commit(monkeypatch) -> None:
     assert described["usable_cores"] == 3  # the affinity mask, not os.cpu_count()
     assert described["torch_threads"] == torch.get_num_threads()
     assert described["graphattn_commit"] == "0123abc"
+
+
+def test_an_earlier_runs_bench_json_is_kept_as_bench_previous(tmp_path: Path) -> None:
+    # a new run wrote its partial results over a complete earlier run, even one that
+    # measured nothing
+    (tmp_path / "bench.json").write_text('{"complete": true, "earlier": 1}\n')
+    run_benchmarks(tmp_path, quick=True, device="cpu", progress=False, suites=[])
+    assert json.loads((tmp_path / "bench.previous.json").read_text())["earlier"] == 1
+    assert "earlier" not in json.loads((tmp_path / "bench.json").read_text())
+
+
+def test_run_problems_name_the_failed_cases_and_the_suites_that_measured_nothing() -> None:
+    from graphattn.bench.runner import run_problems
+
+    cases = [
+        {"name": "scaling/fused/n1000", "suite": "scaling", "status": "ok"},
+        {"name": "scaling/dense/n1000", "suite": "scaling", "status": "failed", "reason": "E: x"},
+        {
+            "name": "training/graphattn",
+            "suite": "training",
+            "status": "skipped",
+            "reason": "no ESOL",
+        },
+    ]
+    assert run_problems({"cases": cases}) == [
+        "1 case(s) failed (first: scaling/dense/n1000: E: x)",
+        "suite training: nothing measured (no ESOL)",
+    ]
+    assert run_problems({"cases": cases[:1]}) == []
+
+
+def test_bench_exits_1_when_a_case_failed(tmp_path: Path, monkeypatch, capsys) -> None:
+    import graphattn.bench.runner as runner
+    from graphattn.cli.main import main
+
+    cases = [
+        {"name": "a", "suite": "scaling", "status": "ok"},
+        {"name": "b", "suite": "scaling", "status": "failed", "reason": "ValueError: v"},
+    ]
+    monkeypatch.setattr(runner, "run_benchmarks", lambda **kwargs: {"cases": cases})
+    assert main(["bench", "--quick", "--out", str(tmp_path), "--no-progress"]) == 1
+    assert "graphattn bench: 1 case(s) failed (first: b: ValueError: v)" in capsys.readouterr().err
+    monkeypatch.setattr(runner, "run_benchmarks", lambda **kwargs: {"cases": cases[:1]})
+    assert main(["bench", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
+
+
+def test_run_benchmarks_takes_a_zero_dense_budget_and_refuses_bad_settings(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from graphattn import GraphInputError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # every case skipped
+    result = run_benchmarks(tmp_path, quick=True, device="cuda", progress=False,
+                            suites=["density"], max_dense_bytes=0)  # fmt: skip
+    assert result["settings"]["max_dense_bytes"] == 0  # it became the 4 GiB default
+    with pytest.raises(GraphInputError, match="max_dense_bytes must be 0 .never dense. or more"):
+        run_benchmarks(tmp_path, quick=True, max_dense_bytes=-1)
+    for timeout in (0, -5.0):
+        with pytest.raises(GraphInputError, match="case_timeout must be a positive number"):
+            run_benchmarks(tmp_path, quick=True, case_timeout=timeout)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--impl", "fsued", "--nodes", "10", "--degree", "2"], "invalid choice"),
+        (["--impl", "fused", "--nodes", "-5", "--degree", "2"], "'-5'"),
+        (["--impl", "fused", "--nodes", "10", "--degree", "2", "--repeats", "0"], "'0'"),
+        (["--impl", "fused"], "--suite scaling needs --nodes and --degree"),
+    ],
+)
+def test_the_worker_command_refuses_bad_arguments(flags, message, capsys) -> None:
+    # each ran, printed a "failed" record and exited 0
+    from graphattn.bench.worker import main as worker_main
+
+    with pytest.raises(SystemExit) as exit_info:
+        worker_main(["--suite", "scaling", *flags])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        worker_main(["--suite", "training", "--impl", "fused"])
+    assert "--suite training runs --impl graphattn or pyg, not fused" in capsys.readouterr().err

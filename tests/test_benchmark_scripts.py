@@ -712,10 +712,11 @@ def test_training_step_breakdown_times_every_model_step_by_step(data_dir, tmp_pa
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA exit")
 @pytest.mark.parametrize("name", ["cuda_kernel_bandwidth.py", "cuda_host_syncs.py"])
-def test_cuda_scripts_exit_cleanly_without_cuda(name, tmp_path):
+def test_cuda_scripts_exit_1_without_cuda_saying_why(name, tmp_path):
+    # they exited 0, where attention_bench.py --device cuda exits 1
     result = run_script(name, "--out", str(tmp_path / "out"))
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "no CUDA device" in result.stdout
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert f"{name}: no CUDA device: nothing to measure" in result.stderr
     assert not (tmp_path / "out").exists()
 
 
@@ -1278,6 +1279,36 @@ def test_attention_bench_script_fails_when_it_measured_nothing(monkeypatch, tmp_
     assert script.main(["--quick", "--out", str(tmp_path)]) == 0
     result["cases"] = []  # no case at all (say, every suite empty) is not a failure
     assert script.main(["--quick", "--out", str(tmp_path)]) == 0
+
+
+def test_attention_bench_script_fails_when_a_case_failed(monkeypatch, tmp_path, capsys):
+    # 6 of 15 cases failed and the script said "wrote 15 cases" and exited 0
+    script = import_script("attention_bench", monkeypatch)
+    cases = [
+        {"name": "density/fused", "suite": "density", "status": "ok"},
+        {"name": "density/dense", "suite": "density", "status": "failed", "reason": "E: x"},
+    ]
+    monkeypatch.setattr(
+        script, "run_benchmarks", lambda **kwargs: {"derived": {"targets": {}}, "cases": cases}
+    )
+    assert script.main(["--quick", "--out", str(tmp_path)]) == 1
+    out, err = capsys.readouterr()
+    assert "wrote 2 cases (1 measured)" in out
+    assert "attention_bench.py: 1 case(s) failed (first: density/dense: E: x)" in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [(["--max-dense-bytes", "-1"], "'-1'"), (["--case-timeout", "0"], "'0'"),
+     (["--case-timeout", "nan"], "'nan'"), (["--paired-rounds", "-1"], "'-1'")],
+)  # fmt: skip
+def test_attention_bench_script_refuses_bad_settings_while_parsing(
+    monkeypatch, capsys, flags, message
+):
+    script = import_script("attention_bench", monkeypatch)
+    with pytest.raises(SystemExit) as exit_info:
+        script.main(["--quick", *flags])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------- arguments and data

@@ -97,10 +97,12 @@ def pair_ratios(cases: list[dict], numerator: str, denominator: str) -> list[dic
 
 
 def _sparse_case(impls: dict[str, dict]) -> dict | None:
-    """Sparse mode at its best: the faster of the fused and the reference kernel.
+    """Sparse mode as measured: the faster of the fused and the reference kernel.
 
-    ``kernel="auto"`` runs the reference kernel on small CPU edge sets and the fused one
-    on large ones, so either can be what sparse mode means for a case.
+    ``kernel="auto"`` may run neither: on CPU it also picks the Numba or the gather
+    kernel (:func:`graphattn.ops.cost.choose_kernel`), which the bench does not time
+    on their own. Where auto runs one of those, ``auto / best`` can be below 1, and a
+    wrong pick of dense over such a kernel is judged against a slower sparse mode.
     """
     measured = [impls[k] for k in ("fused", "reference") if k in impls]
     measured = [c for c in measured if usable_time(c.get("median_seconds"))]

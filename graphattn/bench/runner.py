@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import gc
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -49,6 +50,7 @@ __all__ = [
     "load_molecule_data",
     "nothing_measured",
     "resolve_device",
+    "run_problems",
     "run_benchmarks",
 ]
 
@@ -68,6 +70,8 @@ NOTES = {
     "molecule_timing": "every timed pass uses a new copy of its batch's edge_index (cold)",
     "training": "AdamW step on MSE to ESOL's measured log solubility, model in train mode",
 }
+
+log = logging.getLogger(__name__)
 
 
 def resolve_device(device: str) -> tuple[str, str | None]:
@@ -276,6 +280,37 @@ def _finish(result: dict, out_dir: Path, started: float) -> dict:
     return result
 
 
+def _keep_previous(out: Path) -> None:
+    """Move an earlier run's ``bench.json`` to ``bench.previous.json``: this run writes
+    its partial results there after its first case, and may measure nothing."""
+    earlier = out / "bench.json"
+    if earlier.is_file():
+        os.replace(earlier, out / PREVIOUS_NAME)
+        log.warning("%s: the earlier run's bench.json is kept as %s", out, PREVIOUS_NAME)
+
+
+PREVIOUS_NAME = "bench.previous.json"
+
+
+def run_problems(result: dict) -> list[str]:
+    """One line per problem of a finished run: the cases that failed (the first named
+    with its reason), and each suite that ran and measured nothing (its reasons)."""
+    cases = result["cases"]
+    failed = [c for c in cases if c.get("status") == "failed"]
+    lines = []
+    if failed:
+        first = failed[0]
+        lines.append(
+            f"{len(failed)} case(s) failed (first: {first.get('name')}: {first.get('reason')})"
+        )
+    for suite in dict.fromkeys(c.get("suite") for c in cases):
+        ran = [c for c in cases if c.get("suite") == suite]
+        if not any(c.get("status") == "ok" for c in ran):
+            reasons = sorted({str(c.get("reason", c.get("status"))) for c in ran})
+            lines.append(f"suite {suite}: nothing measured ({'; '.join(reasons)})")
+    return lines
+
+
 def nothing_measured(result: dict) -> str | None:
     """Why a run measured no case at all (its cases' distinct reasons), or None if it
     measured one; such a run should fail its command (``--device cuda`` without a GPU
@@ -359,18 +394,30 @@ def run_benchmarks(
         raise GraphInputError(f"repeats must be at least 1, got {repeats}")
     if paired_rounds is not None and paired_rounds < 0:
         raise GraphInputError(f"paired_rounds must be 0 (skip) or more, got {paired_rounds}")
+    if max_dense_bytes is not None and max_dense_bytes < 0:
+        raise GraphInputError(
+            f"max_dense_bytes must be 0 (never dense) or more, got {max_dense_bytes}"
+        )
+    if case_timeout is not None and not case_timeout > 0:
+        raise GraphInputError(
+            f"case_timeout must be a positive number of seconds, got {case_timeout}"
+        )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    _keep_previous(out)
     device, unavailable = resolve_device(device)
     grid = quick_grid() if quick else full_grid("cuda" if device.startswith("cuda") else "cpu")
     if suites is not None:
         grid = dataclasses.replace(grid, suites=tuple(suites))
-    budget = max_dense_bytes or (0 if unavailable else default_dense_budget(device))
+    if max_dense_bytes is not None:
+        budget = max_dense_bytes
+    else:
+        budget = 0 if unavailable else default_dense_budget(device)
     if threads is None and quick:
         threads = 1  # quick checks the pipeline; one thread stays fast on a busy machine
     specs = build_cases(grid, device, budget, threads, repeats)
     isolate = (not device.startswith("cuda")) if isolate is None else isolate
-    timeout = case_timeout or (120.0 if quick else 1800.0)
+    timeout = case_timeout if case_timeout is not None else (120.0 if quick else 1800.0)
     molecules, molecule_reason = (
         (None, None) if unavailable else load_molecule_data(grid, data_dir, download=not quick)
     )

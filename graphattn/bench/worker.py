@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from graphattn.bench.cases import GRAPH_SUITES, SUITES, CaseSpec
+from graphattn.bench.cases import GRAPH_SUITES, LAYER_IMPLS, MODEL_IMPLS, SUITES, CaseSpec
 from graphattn.bench.inputs import (
     GraphInput,
     MoleculeBatch,
@@ -450,8 +450,11 @@ def _child(spec: CaseSpec, molecules: MoleculeData | None, conn) -> None:
         result = run_case(spec, molecules)
     except Exception as err:  # run_case records crashes; this catches anything it missed
         result = failed_result(spec, describe_error(err), short_traceback(err))
-    conn.send(result)
-    conn.close()
+    try:
+        conn.send(result)
+        conn.close()
+    except OSError:  # BrokenPipeError: the parent gave up waiting (timeout) and left
+        pass
 
 
 def run_isolated(
@@ -473,6 +476,8 @@ def run_isolated(
         result = None
     finally:
         reader.close()
+    if timed_out:
+        process.kill()  # at once: the case had its time
     process.join(timeout=10)
     if process.is_alive():
         process.kill()
@@ -487,17 +492,38 @@ def run_isolated(
 # --------------------------------------------------------------------------- command line
 
 
+def _count(least: int) -> Callable[[str], int]:
+    """argparse type of a whole number of at least ``least``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = least - 1
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= {least}")
+        return value
+
+    return parse
+
+
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="run one graphattn benchmark case")
     p.add_argument("--suite", required=True, choices=SUITES)
-    p.add_argument("--impl", required=True)
-    p.add_argument("--nodes", type=int)
-    p.add_argument("--degree", type=int)
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--impl", required=True, choices=sorted({*LAYER_IMPLS, *MODEL_IMPLS}))
+    p.add_argument("--nodes", type=_count(1))
+    p.add_argument("--degree", type=_count(1))
+    p.add_argument("--repeats", type=_count(1), default=5)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--max-dense-bytes", type=int, default=4 * 1024**3)
+    p.add_argument("--max-dense-bytes", type=_count(0), default=4 * 1024**3)
     p.add_argument("--data-dir")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.suite in GRAPH_SUITES and (args.nodes is None or args.degree is None):
+        p.error(f"--suite {args.suite} needs --nodes and --degree")
+    impls = MODEL_IMPLS if args.suite == "training" else LAYER_IMPLS
+    if args.impl not in impls:
+        p.error(f"--suite {args.suite} runs --impl {' or '.join(impls)}, not {args.impl}")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -518,8 +544,9 @@ def main(argv: list[str] | None = None) -> int:
 
         smiles, targets = load_esol(args.data_dir)
         molecules = MoleculeData(*esol_batches(smiles, targets, 128, 8))
-    print(json.dumps(run_case(spec, molecules), indent=2))
-    return 0
+    record = run_case(spec, molecules)
+    print(json.dumps(record, indent=2))
+    return 0 if record["status"] == "ok" else 1
 
 
 if __name__ == "__main__":

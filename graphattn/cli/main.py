@@ -873,7 +873,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from graphattn.bench.runner import nothing_measured, run_benchmarks
+    from graphattn.bench.runner import nothing_measured, run_benchmarks, run_problems
 
     result = run_benchmarks(
         out_dir=args.out,
@@ -892,7 +892,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if reasons is not None:
         print(f"graphattn bench: nothing was measured: {reasons}", file=sys.stderr)
         return 1
-    return 0
+    for line in run_problems(result):
+        print(f"graphattn bench: {line}", file=sys.stderr)
+    return 1 if any(case.get("status") == "failed" for case in cases) else 0
 
 
 COMMANDS = {
