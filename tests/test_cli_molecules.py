@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -658,6 +659,12 @@ def test_predict_over_its_own_input_keeps_it_whole_when_the_write_fails(
     link.symlink_to(source)
     assert main([*argv, str(link), "--no-progress"]) == 0
     assert link.is_symlink() and "pred_y_2" in read_rows(source)[0]
+    # another file is written in place, as before: a hard link to it shows the output
+    out, twin = tmp_path / "out.csv", tmp_path / "twin.csv"
+    out.write_text("old\n")
+    os.link(out, twin)
+    assert main([*argv[:-1], "--out", str(out), "--no-progress"]) == 0
+    assert twin.read_text() == out.read_text() != "old\n"
 
 
 def test_predict_to_dev_stdout_writes_only_the_csv_there(two_target_run, tmp_path, capfd):

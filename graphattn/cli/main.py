@@ -614,32 +614,53 @@ def _fresh_name(name: str, taken: set[str]) -> str:
     return candidate
 
 
+_STREAMS = ("/dev/stdout", "/dev/stderr", "/dev/fd/", "/proc/self/fd/")
+
+
 @contextlib.contextmanager
-def _replacing(path: Path) -> Iterator[TextIO]:
-    """A text handle whose contents replace the file at ``path`` only once all are
-    written: ``predict --out`` may name its own ``--csv`` file, which a failed write
-    (a full disk, Ctrl-C) must not leave half-empty. A device, a pipe or a stream
-    (``/dev/stdout``, whatever the shell sent it to) is written directly."""
-    stream = str(path.absolute()).startswith(("/dev/", "/proc/"))
-    if stream or (path.exists() and not path.is_file()):
-        # "a": "w" would truncate the file a shell's >> sent stdout to
+def _output(path: Path, source: Path | None = None) -> Iterator[TextIO]:
+    """A text handle writing the output file ``path``.
+
+    When ``path`` is the ``source`` file being read (``predict --out`` may name its own
+    ``--csv``), the output goes to a temporary file beside it that replaces it only once
+    complete, so a failed write (a full disk, Ctrl-C) cannot leave it half-empty. A
+    standard stream (``/dev/stdout``) is appended to: "w" would truncate the file a
+    shell's ``>>`` sent it to. Anything else is written in place, as ``open`` does.
+    """
+    if str(path).startswith(_STREAMS):
         with open(path, "a", newline="", encoding="utf-8") as handle:
             yield handle
         return
+    if source is None or not _same_file(path, source):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", newline="", encoding="utf-8") as handle:
+            yield handle
+        return
     target = Path(os.path.realpath(path))  # a link's target is replaced, not the link
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    if not os.access(target, os.W_OK):
+        raise PermissionError(f"{path}: the file is not writable")
+    try:
+        fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    except OSError as err:
+        raise OSError(
+            f"{path}: writing the output over its own input needs a temporary file in "
+            f"{target.parent} ({err.strerror}); pass another --out"
+        ) from err
     try:
         with open(fd, "w", newline="", encoding="utf-8") as handle:
             yield handle
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = target.stat().st_mode & 0o7777 if target.exists() else 0o666 & ~umask
-        os.chmod(temporary, mode)
+        os.chmod(temporary, target.stat().st_mode & 0o7777)
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # either does not exist
+        return False
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -671,7 +692,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     renamed = [name for name in added if name not in {*wanted, "error"}]
     if renamed:
         print(f"the input has columns named like the output's: writing {renamed}", file=sys.stderr)
-    with _replacing(args.out) as handle:
+    with _output(args.out, source=args.csv) as handle:
         writer = csv.writer(handle)
         writer.writerow([*header, *added])
         for fields, pred, error in zip(rows, preds, errors, strict=True):
@@ -863,7 +884,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     text = to_json(result)
     print(text)
     if args.out:
-        with _replacing(args.out) as handle:
+        with _output(args.out) as handle:
             handle.write(text + "\n")
     _note_unusual_molecules(smiles, checkpoint)
     if not any(result["num_scored"].values()):
