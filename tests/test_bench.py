@@ -1215,10 +1215,15 @@ def test_machine_records_this_process_and_a_given_commit(monkeypatch) -> None:
 def test_an_earlier_runs_bench_json_is_kept_as_bench_previous(tmp_path: Path) -> None:
     # a new run wrote its partial results over a complete earlier run, even one that
     # measured nothing
-    (tmp_path / "bench.json").write_text('{"complete": true, "earlier": 1}\n')
+    earlier = {"complete": True, "earlier": 1, "cases": [{"status": "ok"}]}
+    (tmp_path / "bench.json").write_text(json.dumps(earlier))
     run_benchmarks(tmp_path, quick=True, device="cpu", progress=False, suites=[])
     assert json.loads((tmp_path / "bench.previous.json").read_text())["earlier"] == 1
     assert "earlier" not in json.loads((tmp_path / "bench.json").read_text())
+    # a run that measured nothing (this one: no case) is replaced, not kept: two such runs
+    # in a row (--device cuda without a GPU) must not push out the last measured one
+    run_benchmarks(tmp_path, quick=True, device="cpu", progress=False, suites=[])
+    assert json.loads((tmp_path / "bench.previous.json").read_text())["earlier"] == 1
 
 
 def test_run_problems_name_the_failed_cases_and_the_suites_that_measured_nothing() -> None:
@@ -1261,9 +1266,10 @@ def test_run_benchmarks_takes_a_zero_dense_budget_and_refuses_bad_settings(
 ) -> None:
     from graphattn import GraphInputError
 
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # every case skipped
-    result = run_benchmarks(tmp_path, quick=True, device="cuda", progress=False,
-                            suites=["density"], max_dense_bytes=0)  # fmt: skip
+    # the molecules suite without its data: every case skipped at once, on the CPU
+    result = run_benchmarks(tmp_path, quick=True, device="cpu", progress=False,
+                            suites=["molecules"], max_dense_bytes=0,
+                            data_dir=tmp_path / "nowhere", paired_rounds=0)  # fmt: skip
     assert result["settings"]["max_dense_bytes"] == 0  # it became the 4 GiB default
     with pytest.raises(GraphInputError, match="max_dense_bytes must be 0 .never dense. or more"):
         run_benchmarks(tmp_path, quick=True, max_dense_bytes=-1)

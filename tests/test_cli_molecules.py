@@ -705,6 +705,19 @@ def test_a_checkpoint_damaged_inside_a_tensor_or_missing_parts_is_refused_by_nam
     ):
         predict_molecules(damaged, ["CCO"])
 
+    # a zip that zipfile cannot check (Deflate64): one line, not a NotImplementedError
+    odd = tmp_path / "deflate64.pt"
+    with zipfile.ZipFile(odd, "w") as archive:
+        archive.writestr("data.pkl", b"x" * 100)
+    data = bytearray(odd.read_bytes())
+    central = data.index(b"PK\x01\x02")
+    data[central + 10 : central + 12] = struct.pack("<H", 9)
+    odd.write_bytes(bytes(data))
+    with pytest.raises(
+        GraphInputError, match=r"deflate64.pt: not a readable torch.save archive \(NotImpl"
+    ):
+        predict_molecules(odd, ["CCO"])
+
     checkpoint = torch.load(two_target_run / "model.pt", weights_only=True)
     no_scaler = {k: v for k, v in checkpoint.items() if k != "scaler"}
     torch.save(no_scaler, tmp_path / "no_scaler.pt")

@@ -281,10 +281,19 @@ def _finish(result: dict, out_dir: Path, started: float) -> dict:
 
 
 def _keep_previous(out: Path) -> None:
-    """Move an earlier run's ``bench.json`` to ``bench.previous.json``: this run writes
-    its partial results there after its first case, and may measure nothing."""
+    """Move an earlier run's ``bench.json`` to ``bench.previous.json`` when it measured
+    something: this run writes its partial results there after its first case, and may
+    measure nothing. An earlier run that measured nothing is simply replaced, so two
+    runs without a GPU in a row do not push out the last measured one."""
     earlier = out / "bench.json"
-    if earlier.is_file():
+    if not earlier.is_file():
+        return
+    try:
+        cases = json.loads(earlier.read_text())["cases"]
+        measured = any(case.get("status") == "ok" for case in cases)
+    except (ValueError, KeyError, TypeError, AttributeError):  # not a bench.json of ours
+        measured = True
+    if measured:
         os.replace(earlier, out / PREVIOUS_NAME)
         log.warning("%s: the earlier run's bench.json is kept as %s", out, PREVIOUS_NAME)
 

@@ -527,7 +527,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the case described on the command line here and print its JSON record."""
+    """Run the case described on the command line here and print its JSON record;
+    exit status 0 when it was measured, 1 when it failed or was skipped (nothing
+    measured, as for ``graphattn bench``), 2 for a bad argument."""
     args = _parse(argv)
     spec = CaseSpec(
         suite=args.suite,

@@ -7,7 +7,6 @@ numbers), so it loads with ``torch.load(path, weights_only=True)``: no pickled c
 from __future__ import annotations
 
 import zipfile
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -89,8 +88,11 @@ def _check_archive(path: Path) -> None:
     try:
         with zipfile.ZipFile(path) as archive:
             damaged = archive.testzip()
-    except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as err:
-        damaged = f"({err})"
+    except Exception as err:  # BadZipFile, zlib.error, an unsupported method, ...
+        raise GraphInputError(
+            f"{path}: not a readable torch.save archive ({type(err).__name__}: {err}); pass "
+            "a run folder made by train or its model.pt"
+        ) from None
     if damaged is not None:
         raise GraphInputError(
             f"{path}: damaged checkpoint, record {damaged} fails its checksum; copy the "
