@@ -916,6 +916,12 @@ def test_header_comments_alone_are_not_a_warning(tmp_path, caplog):
         read_edge_list(path)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert "2 comment line(s) skipped" in caplog.text
+    # a comment between the header and the data is not among the data either
+    after_header = write(tmp_path, "h.csv", "src,dst\n# exported 2024\n0,1\n1,2\n")
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        read_edge_list(after_header)
+    assert "as comments" not in caplog.text and "1 comment line(s) skipped" in caplog.text
 
 
 @pytest.mark.parametrize("column", ["name", "v"])
@@ -946,6 +952,15 @@ def test_a_label_column_name_marks_a_header_over_string_ids(tmp_path, caplog):
     # a class that is really named 'label' elsewhere in the column: line 1 is data
     data_line = write(tmp_path, "d.csv", "alice,label\nbob,y\ncarol,label\ndave,y\n")
     assert read_labels(data_line) == {"alice": "label", "bob": "y", "carol": "label", "dave": "y"}
+    # only the label column counts: 'Label' in another column chosen out is data
+    other = write(
+        tmp_path, "o.csv", "label_inc,Label,company\nsony,Sony Music,company\nemi,EMI,music\n"
+    )
+    assert read_labels(other, label_col=2) == {
+        "label_inc": "company",
+        "sony": "company",
+        "emi": "music",
+    }
 
 
 def test_a_tab_file_with_one_tabless_line_warns_that_fields_with_spaces_were_split(
@@ -956,7 +971,12 @@ def test_a_tab_file_with_one_tabless_line_warns_that_fields_with_spaces_were_spl
     text = "John Smith\tJane Doe\nJane Doe\tBob Lee\nBob Lee Ann Wu\nAnn Wu\tJohn Smith\n"
     path = write(tmp_path, "e.tsv", text)
     read_edge_list(path)
-    assert "3 of 4 data line(s) are tab-separated with spaces inside fields, but line 3" in (
+    assert "3 tab-separated line(s) hold spaces inside fields (first: line 1), but line 3" in (
+        caplog.text
+    )
+    caplog.clear()
+    read_edge_list(write(tmp_path, "one.tsv", "a\tb\nc\td\nJohn Smith\tb\ng h\n"))
+    assert "1 tab-separated line(s) hold spaces inside fields (first: line 3), but line 4" in (
         caplog.text
     )
     with pytest.raises(GraphInputError, match=r"e.tsv, line 3: malformed line"):
@@ -981,10 +1001,12 @@ def test_a_forced_header_that_looks_like_data_is_a_warning(tmp_path, caplog):
 
 def test_labels_written_alike_but_of_two_types_are_an_error():
     # 1 and "1" became two classes both named "1" (predictions.csv: prob_1, prob_1)
-    G = nx.cycle_graph(4)
+    G = nx.relabel_nodes(nx.cycle_graph(4), {n: n + 10 for n in range(4)})
     for n in G:
         G.nodes[n]["c"] = 1 if n % 2 else "1"
-    with pytest.raises(GraphInputError, match=r"labels .* first at node [01]\) .* written '1'"):
+    with pytest.raises(
+        GraphInputError, match=r"first at nodes 1[01] and 1[01], are two classes written '1'"
+    ):
         from_networkx(G, label_attr="c")
 
 

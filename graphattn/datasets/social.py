@@ -298,7 +298,8 @@ def _read_labels(
         has_header = True
     id_pos = 0 if id_col is None else id_col
     id_cols = (id_pos,) if isinstance(id_pos, int) else (0,)
-    table = read_table(path, delimiter, has_header, id_cols, id_cols, is_int)
+    label_hint = label_col if isinstance(label_col, int) else "any"
+    table = read_table(path, delimiter, has_header, id_cols, id_cols, is_int, label_hint)
     id_at = column_index(id_pos, table.header, table.path, "id")
     label_at = (
         _default_label_column(table, id_at)
@@ -656,7 +657,7 @@ def load_node_graph(
             f"{edges}: no node features (no feature file, no text column and "
             "structural=False); attention needs something to score"
         )
-    y, names = encode_labels([label_map.get(i) for i in node_ids])
+    y, names = encode_labels([label_map.get(i) for i in node_ids], node_ids)
     data = Data(x=torch.cat(list(blocks.values()), dim=1), edge_index=edge_index, y=y)
     data.label_names = names
     data.node_ids = node_ids

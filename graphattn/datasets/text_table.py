@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from graphattn.datasets.csv_file import RecordLines, not_csv_error
 from graphattn.errors import GraphInputError, not_utf8_error
@@ -87,9 +88,11 @@ class Table:
     delimiter: str
 
 
-def _open_rows(path: Path, delimiter: str | None) -> tuple[list[tuple[int, list[str]]], str]:
-    """``(line number, fields)`` of the data lines of ``path`` (fields stripped), and
-    the delimiter used."""
+def _open_rows(
+    path: Path, delimiter: str | None
+) -> tuple[list[tuple[int, list[str]]], str, list[int]]:
+    """``(line number, fields)`` of the data lines of ``path`` (fields stripped), the
+    delimiter used, and the numbers of the comment lines skipped."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as err:
@@ -104,13 +107,11 @@ def _open_rows(path: Path, delimiter: str | None) -> tuple[list[tuple[int, list[
             _note_mixed_delimiters(path, lines)
     if delimiter in (WHITESPACE, " "):
         rows = [(n, ln.split()) for n, ln in enumerate(lines, 1) if _is_data(ln)]
-        _note_comments(path, _comment_lines(lines), rows)
-        return rows, WHITESPACE
+        return rows, WHITESPACE, _comment_lines(lines)
     rows, comments = _csv_rows(path, lines, delimiter)
-    _note_comments(path, comments, rows)
     if any(c in text for c in " \t"):
         rows = [(n, [f.strip() for f in fields]) for n, fields in rows]
-    return _drop_empty_rows(path, rows), delimiter
+    return _drop_empty_rows(path, rows), delimiter, comments
 
 
 def _comment_lines(lines: list[str]) -> list[int]:
@@ -118,9 +119,10 @@ def _comment_lines(lines: list[str]) -> list[int]:
 
 
 def _note_comments(path: Path, comments: list[int], rows: list[tuple[int, list[str]]]) -> None:
-    """Count the comment lines skipped: a warning for those among the data (an id that
-    starts with ``#`` or ``%``, a hashtag say, would be lost unseen), else at info level
-    (the header comments of SNAP and KONECT files)."""
+    """Count the comment lines skipped: a warning for those after the first data row
+    (``rows``: the header taken out), where an id that starts with ``#`` or ``%``, a
+    hashtag say, would be lost unseen; else at info level (the header comments of SNAP
+    and KONECT files)."""
     if not comments:
         return
     among = [n for n in comments if n > rows[0][0]] if rows else []
@@ -157,17 +159,17 @@ def _note_mixed_delimiters(path: Path, lines: list[str]) -> None:
     others hold no tab: the file was read as whitespace-separated (not every line has
     a tab), so those fields, ids with spaces say, were split apart."""
     data = [(n, ln) for n, ln in enumerate(lines, 1) if _is_data(ln)]
-    tabbed = [ln for _, ln in data if "\t" in ln]
-    if not any(" " in field.strip() for ln in tabbed for field in ln.split("\t")):
+    spaced = [n for n, ln in data if "\t" in ln and any(" " in f.strip() for f in ln.split("\t"))]
+    if not spaced:
         return
     first = next(n for n, ln in data if "\t" not in ln and _splits(ln))
     log.warning(
-        "%s: %d of %d data line(s) are tab-separated with spaces inside fields, but line "
-        "%d has no tab: read as whitespace-separated, so those fields were split at "
+        "%s: %d tab-separated line(s) hold spaces inside fields (first: line %d), but "
+        "line %d has no tab: read as whitespace-separated, so those fields were split at "
         "their spaces; pass delimiter='\\t' (CLI --delimiter tab) to split at tabs only",
         path,
-        len(tabbed),
-        len(data),
+        len(spaced),
+        spaced[0],
         first,
     )
 
@@ -223,17 +225,20 @@ def read_table(
     id_cols: Sequence[int],
     checked: Sequence[int] | None,
     parses: Callable[[str], bool],
+    label_col: int | Literal["any"] | None = None,
 ) -> Table:
     """Read the data rows of ``path``; decide on a header from the node id columns
-    ``id_cols`` and the columns ``checked`` (``None``: every column but the ids)."""
+    ``id_cols``, the columns ``checked`` (``None``: every column but the ids) and, for
+    a label file, its label column ``label_col`` (``"any"``: the label column is not
+    chosen, so any column named ``label`` would be it)."""
     path = Path(path)
-    rows, delimiter = _open_rows(path, delimiter)
+    rows, delimiter, comments = _open_rows(path, delimiter)
     if checked is None:
         width = len(rows[0][1]) if rows else 0
         checked = tuple(c for c in range(width) if c not in id_cols)
     detected = has_header is None
     if detected:
-        has_header = _looks_like_header(path, rows, id_cols, checked, parses)
+        has_header = _looks_like_header(path, rows, id_cols, checked, parses, label_col)
     header = None
     if has_header and rows:
         (line, header), rows = rows[0], rows[1:]
@@ -256,6 +261,7 @@ def read_table(
             )
         else:
             log.info("%s: line %d read as a header: %s", path, line, header)
+    _note_comments(path, comments, rows)
     return Table(path, rows, header, delimiter)
 
 
@@ -265,8 +271,9 @@ def _looks_like_header(
     id_cols: Sequence[int],
     checked: Sequence[int],
     parses: Callable[[str], bool],
+    label_col: int | Literal["any"] | None,
 ) -> bool:
-    if not rows or not _header_like(rows, id_cols, checked, parses):
+    if not rows or not _header_like(rows, id_cols, checked, parses, label_col):
         return False
     ids = _pick(rows[0][1], id_cols)
     if not _ids_recur(ids, rows[1:], id_cols):
@@ -286,16 +293,17 @@ def _header_like(
     id_cols: Sequence[int],
     checked: Sequence[int],
     parses: Callable[[str], bool],
+    label_col: int | Literal["any"] | None,
 ) -> bool:
-    """Column names in the id fields or the checked fields, a ``label`` column name
-    that no other line holds there, or checked fields that fail to parse where the
+    """Column names in the id fields or the checked fields, ``label`` in the label
+    column where no other line holds it, or checked fields that fail to parse where the
     second line's parse."""
     first_ids = _pick(rows[0][1], id_cols)
     first = _pick(rows[0][1], checked)
     for names in (first_ids, first):
         if names and all(f.lower() in KNOWN_COLUMNS for f in names):
             return True
-    if _names_a_label_column(rows, id_cols):
+    if label_col is not None and _names_a_label_column(rows, id_cols, label_col):
         return True
     if len(rows) < 2 or all(parses(f) for f in first):
         return False
@@ -303,13 +311,20 @@ def _header_like(
     return len(second) == len(first) and all(parses(f) for f in second)
 
 
-def _names_a_label_column(rows: list[tuple[int, list[str]]], id_cols: Sequence[int]) -> bool:
-    """Whether a field of the first line, outside the id columns, is ``label`` (any
-    case) where no other line has that value: ``user,label`` over string ids."""
+def _names_a_label_column(
+    rows: list[tuple[int, list[str]]], id_cols: Sequence[int], label_col: int | Literal["any"]
+) -> bool:
+    """Whether the first line's label field (with ``"any"``, a field outside the id
+    columns) is ``label`` (any case) where no other line has that value: ``user,label``
+    over string ids."""
     width = len(rows[0][1])
     ids = {c % width for c in id_cols if -width <= c < width}
-    for c, name in enumerate(rows[0][1]):
-        if c in ids or name.lower() != "label":
+    if label_col == "any":
+        columns = [c for c in range(width) if c not in ids]
+    else:
+        columns = [label_col % width] if -width <= label_col < width else []
+    for c in columns:
+        if rows[0][1][c].lower() != "label":
             continue
         if not any(c < len(fields) and fields[c].lower() == "label" for _, fields in rows[1:]):
             return True

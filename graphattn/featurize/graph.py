@@ -157,12 +157,15 @@ def _report_loops_and_duplicates(
         )
 
 
-def encode_labels(labels: Sequence[Hashable | None]) -> tuple[Tensor, list]:
+def encode_labels(
+    labels: Sequence[Hashable | None], node_ids: Sequence | None = None
+) -> tuple[Tensor, list]:
     """Encode class labels as 0..C-1 in sorted order; missing labels become -1.
 
     Args:
         labels: one label (any hashable) per node, or, for an unlabelled node, a
             missing one (:func:`is_missing_label`: ``None``, ``""``, a NaN).
+        node_ids: the nodes' ids, for error messages (default: their positions).
 
     Returns:
         ``y`` ``[N]`` long and the sorted class names (``label_names[c]`` is class c).
@@ -175,13 +178,13 @@ def encode_labels(labels: Sequence[Hashable | None]) -> tuple[Tensor, list]:
         names = sorted(classes)
     except TypeError:
         names = sorted(classes, key=lambda v: (type(v).__name__, str(v)))
-    _check_distinct_names(names, labels)
+    _check_distinct_names(names, labels, node_ids)
     index = {name: c for c, name in enumerate(names)}
     y = torch.tensor([-1 if v is None else index[v] for v in labels], dtype=torch.long)
     return y, names
 
 
-def _check_distinct_names(names: list, labels: list) -> None:
+def _check_distinct_names(names: list, labels: list, node_ids: Sequence | None) -> None:
     """Two classes written the same (``1`` and ``"1"``) would share one name in the
     checkpoint and the ``prob_<class>`` columns of ``predictions.csv``."""
     by_text: dict[str, Hashable] = {}
@@ -189,10 +192,14 @@ def _check_distinct_names(names: list, labels: list) -> None:
         other = by_text.setdefault(str(name), name)
         if other is not name:
             first, again = labels.index(other), labels.index(name)
+            if node_ids is None:
+                where = f"positions {first} and {again}"
+            else:
+                where = f"nodes {node_ids[first]!r} and {node_ids[again]!r}"
             raise GraphInputError(
-                f"labels {other!r} ({type(other).__name__}, first at node {first}) and "
-                f"{name!r} ({type(name).__name__}, first at node {again}) are two classes "
-                f"written {str(name)!r}; give the labels one type"
+                f"labels {other!r} ({type(other).__name__}) and {name!r} "
+                f"({type(name).__name__}), first at {where}, are two classes written "
+                f"{str(name)!r}; give the labels one type"
             )
 
 
@@ -258,7 +265,8 @@ def from_networkx(
     if node_attrs:
         data.x = _node_attribute_matrix(G, node_ids, node_attrs)
     if label_attr is not None:
-        data.y, data.label_names = encode_labels(_node_labels(G, node_ids, label_attr))
+        labels = _node_labels(G, node_ids, label_attr)
+        data.y, data.label_names = encode_labels(labels, node_ids)
     return data
 
 
