@@ -1224,6 +1224,10 @@ def test_an_earlier_runs_bench_json_is_kept_as_bench_previous(tmp_path: Path) ->
     # in a row (--device cuda without a GPU) must not push out the last measured one
     run_benchmarks(tmp_path, quick=True, device="cpu", progress=False, suites=[])
     assert json.loads((tmp_path / "bench.previous.json").read_text())["earlier"] == 1
+    # a file that is not one of ours, however odd, is kept rather than a traceback
+    (tmp_path / "bench.json").write_text("[" * 100_000)
+    run_benchmarks(tmp_path, quick=True, device="cpu", progress=False, suites=[])
+    assert (tmp_path / "bench.previous.json").read_text() == "[" * 100_000
 
 
 def test_run_problems_name_the_failed_cases_and_the_suites_that_measured_nothing() -> None:

@@ -650,6 +650,9 @@ def test_predict_over_its_own_input_keeps_it_whole_when_the_write_fails(
     assert main([*argv, str(source), "--no-progress"]) == 2
     assert source.read_text() == text
     assert [p.name for p in tmp_path.iterdir()] == ["in.csv"]  # no temporary file left
+    # the same file through a folder that does not exist: still protected, no folder made
+    assert main([*argv, str(tmp_path / "nosuch" / ".." / "in.csv"), "--no-progress"]) == 2
+    assert source.read_text() == text and [p.name for p in tmp_path.iterdir()] == ["in.csv"]
     monkeypatch.setattr(csv, "writer", real_writer)
     assert main([*argv, str(source), "--no-progress"]) == 0
     assert len(read_rows(source)) == 50 and "pred_y" in read_rows(source)[0]

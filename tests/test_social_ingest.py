@@ -961,6 +961,14 @@ def test_a_label_column_name_marks_a_header_over_string_ids(tmp_path, caplog):
         "sony": "company",
         "emi": "music",
     }
+    # ... and a 'label' column outside the chosen one is warned about, not passed over silently
+    caplog.clear()
+    header = write(tmp_path, "h.csv", "user,label,group\nalice,x,g1\nbob,y,g2\n")
+    assert read_labels(header, label_col=2) == {"user": "group", "alice": "g1", "bob": "g2"}
+    assert "line 1 ['user', 'label', 'group'] names a column 'label' other than the label" in (
+        caplog.text
+    )
+    assert read_labels(header, label_col=2, has_header=True) == {"alice": "g1", "bob": "g2"}
 
 
 def test_a_tab_file_with_one_tabless_line_warns_that_fields_with_spaces_were_split(

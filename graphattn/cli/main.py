@@ -659,8 +659,8 @@ def _output(path: Path, source: Path | None = None) -> Iterator[TextIO]:
 def _same_file(a: Path, b: Path) -> bool:
     try:
         return os.path.samefile(a, b)
-    except OSError:  # either does not exist
-        return False
+    except OSError:  # one does not exist, or a folder on its way does not (nosuch/../f)
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def cmd_predict(args: argparse.Namespace) -> int:

@@ -274,6 +274,15 @@ def _looks_like_header(
     label_col: int | Literal["any"] | None,
 ) -> bool:
     if not rows or not _header_like(rows, id_cols, checked, parses, label_col):
+        if rows and isinstance(label_col, int) and _names_a_label_column(rows, id_cols, "any"):
+            log.warning(
+                "%s: line %d %s names a column 'label' other than the label column %d: "
+                "read as data (pass has_header=True, CLI --header yes, if it is a header)",
+                path,
+                rows[0][0],
+                rows[0][1],
+                label_col,
+            )
         return False
     ids = _pick(rows[0][1], id_cols)
     if not _ids_recur(ids, rows[1:], id_cols):
