@@ -275,26 +275,26 @@ def _looks_like_header(
 ) -> bool:
     if not rows or not _header_like(rows, id_cols, checked, parses, label_col):
         if rows and isinstance(label_col, int) and _names_a_label_column(rows, id_cols, "any"):
-            log.warning(
-                "%s: line %d %s names a column 'label' other than the label column %d: "
-                "read as data (pass has_header=True, CLI --header yes, if it is a header)",
-                path,
-                rows[0][0],
-                rows[0][1],
-                label_col,
-            )
+            why = f"names a column 'label' other than the label column {label_col}"
+            _note_read_as_data(path, rows[0], why)
         return False
     ids = _pick(rows[0][1], id_cols)
     if not _ids_recur(ids, rows[1:], id_cols):
         return True
-    log.warning(
-        "%s: line %d %s looks like column names but matches the node ids of other "
-        "lines: read as data (pass has_header=True, CLI --header yes, if it is a header)",
-        path,
-        rows[0][0],
-        rows[0][1],
-    )
+    why = "looks like column names but matches the node ids of other lines"
+    _note_read_as_data(path, rows[0], why)
     return False
+
+
+def _note_read_as_data(path: Path, row: tuple[int, list[str]], why: str) -> None:
+    log.warning(
+        "%s: line %d %s %s: read as data (pass has_header=True, CLI --header yes, if it is "
+        "a header)",
+        path,
+        row[0],
+        row[1],
+        why,
+    )
 
 
 def _header_like(
