@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from graphattn.bench.worker import whole_number_at_least
 from graphattn.datasets.files import (
     CARDS,
     DatasetChecksumError,
@@ -64,18 +65,10 @@ __all__ = [
 log = logging.getLogger("benchmarks")
 
 
-def positive_int(text: str) -> int:
-    """argparse type of a count: a whole number of at least 1."""
-    if not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of at least 1")
-    return int(text)
-
-
-def nonnegative_int(text: str) -> int:
-    """argparse type of a size that may be 0: a whole number of at least 0."""
-    if not text.strip().isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of at least 0")
-    return int(text)
+# argparse types of counts: digits only, at least 1 (repeats, seeds, rounds) or at least
+# 0 (a budget where 0 means none)
+positive_int = whole_number_at_least(1)
+nonnegative_int = whole_number_at_least(0)
 
 
 def positive_float(text: str) -> float:

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from _common import nonnegative_int, positive_float, positive_int, run_main
 
 from graphattn.bench.cases import SUITES
-from graphattn.bench.runner import nothing_measured, run_benchmarks, run_problems
+from graphattn.bench.runner import exit_status, run_benchmarks
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,13 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = result["cases"]
     measured = sum(1 for case in cases if case.get("status") == "ok")
     print(f"wrote {len(cases)} cases ({measured} measured) to {args.out}")
-    reasons = nothing_measured(result)
-    if reasons is not None:
-        print(f"attention_bench.py: nothing was measured: {reasons}", file=sys.stderr)
-        return 1
-    for line in run_problems(result):
-        print(f"attention_bench.py: {line}", file=sys.stderr)
-    return 1 if any(case.get("status") == "failed" for case in cases) else 0
+    return exit_status(result, "attention_bench.py")
 
 
 if __name__ == "__main__":

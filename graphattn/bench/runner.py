@@ -14,6 +14,7 @@ import gc
 import json
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
@@ -47,6 +48,7 @@ from graphattn.train.loop import global_rng_restored, training_device
 
 __all__ = [
     "default_dense_budget",
+    "exit_status",
     "load_molecule_data",
     "nothing_measured",
     "resolve_device",
@@ -318,6 +320,18 @@ def run_problems(result: dict) -> list[str]:
             reasons = sorted({str(c.get("reason", c.get("status"))) for c in ran})
             lines.append(f"suite {suite}: nothing measured ({'; '.join(reasons)})")
     return lines
+
+
+def exit_status(result: dict, prog: str) -> int:
+    """The exit status of a command that ran the bench (``prog`` names it on stderr):
+    1 when it measured nothing or a case failed, else 0; the reasons go to stderr."""
+    reasons = nothing_measured(result)
+    if reasons is not None:
+        print(f"{prog}: nothing was measured: {reasons}", file=sys.stderr)
+        return 1
+    for line in run_problems(result):
+        print(f"{prog}: {line}", file=sys.stderr)
+    return 1 if any(case.get("status") == "failed" for case in result["cases"]) else 0
 
 
 def nothing_measured(result: dict) -> str | None:

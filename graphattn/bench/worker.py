@@ -492,17 +492,16 @@ def run_isolated(
 # --------------------------------------------------------------------------- command line
 
 
-def _count(least: int) -> Callable[[str], int]:
-    """argparse type of a whole number of at least ``least``."""
+def whole_number_at_least(least: int) -> Callable[[str], int]:
+    """argparse type of a count: a whole number (digits only) of at least ``least``; the
+    bench's command lines and the benchmark scripts share it."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = least - 1
-        if value < least:
-            raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= {least}")
-        return value
+        if not text.strip().isdigit() or int(text) < least:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: expected a whole number of at least {least}"
+            )
+        return int(text)
 
     return parse
 
@@ -511,11 +510,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="run one graphattn benchmark case")
     p.add_argument("--suite", required=True, choices=SUITES)
     p.add_argument("--impl", required=True, choices=sorted({*LAYER_IMPLS, *MODEL_IMPLS}))
-    p.add_argument("--nodes", type=_count(1))
-    p.add_argument("--degree", type=_count(1))
-    p.add_argument("--repeats", type=_count(1), default=5)
+    p.add_argument("--nodes", type=whole_number_at_least(1))
+    p.add_argument("--degree", type=whole_number_at_least(1))
+    p.add_argument("--repeats", type=whole_number_at_least(1), default=5)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--max-dense-bytes", type=_count(0), default=4 * 1024**3)
+    p.add_argument("--max-dense-bytes", type=whole_number_at_least(0), default=4 * 1024**3)
     p.add_argument("--data-dir")
     args = p.parse_args(argv)
     if args.suite in GRAPH_SUITES and (args.nodes is None or args.degree is None):

@@ -894,7 +894,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from graphattn.bench.runner import nothing_measured, run_benchmarks, run_problems
+    from graphattn.bench.runner import exit_status, run_benchmarks
 
     result = run_benchmarks(
         out_dir=args.out,
@@ -909,13 +909,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     cases = result["cases"]
     measured = sum(1 for case in cases if case.get("status") == "ok")
     print(f"wrote {len(cases)} cases ({measured} measured) to {args.out}")
-    reasons = nothing_measured(result)
-    if reasons is not None:
-        print(f"graphattn bench: nothing was measured: {reasons}", file=sys.stderr)
-        return 1
-    for line in run_problems(result):
-        print(f"graphattn bench: {line}", file=sys.stderr)
-    return 1 if any(case.get("status") == "failed" for case in cases) else 0
+    return exit_status(result, "graphattn bench")
 
 
 COMMANDS = {

@@ -20,9 +20,11 @@ File formats (edge lists, label files, node feature files):
 * Header: the first data line is a header when its node id fields (the two
   endpoints of an edge list, the id column of a label or feature file) are
   well-known column names (``src``, ``target``, ``id``, ``node``, ...), or the
-  value columns of a feature file are, or another field is ``label`` (any case, and
-  no other line has it there), or when one of the checked fields fails to
-  parse (an integer id, a number) while the same fields of the second line parse.
+  value columns of a feature file are, or a label file's label column reads ``label``
+  (any case, and no other line has it there; with no label column chosen, any column
+  does, and with one chosen, ``label`` in another column is warned about), or when
+  one of the checked fields fails to parse (an integer id, a number) while the same
+  fields of the second line parse.
   It is read as data after all when one of its id fields is also a node id of
   another line of the file, or has the same shape (digits aside) as one: ``node1``
   next to ``node2``, ``007`` or ``-1`` next to ``8`` (a first data line with a bad
