@@ -194,6 +194,21 @@ def test_train_shows_featurization_progress_unless_told_not_to(tmp_path, capsys)
     assert "featurize" not in capsys.readouterr().err
 
 
+def test_the_printed_summary_is_standard_json_when_a_metric_is_undefined(tmp_path, capsys):
+    # a one-molecule test set has no RMSE: metrics.json says null, and so must stdout
+    # (Python's json writes NaN, which other JSON readers refuse)
+    source = tmp_path / "alcohols.csv"
+    source.write_text("smiles,y\n" + "".join(f"{s},{n}\n" for n, s in enumerate(ALCOHOLS)))
+    out = tmp_path / "run"
+    tiny = ["--epochs", "1", "--hidden", "8", "--layers", "1", "--no-descriptors"]
+    args = ["train", "--csv", str(source), "--target-col", "y", *tiny, "--no-progress"]
+    assert main([*args, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out.strip().splitlines()[:-1]  # the last: the run folder
+    summary = json.loads("\n".join(printed), parse_constant=pytest.fail)
+    assert summary["test"] == {"rmse": None, "mae": None, "r2": None}
+    assert summary["test"] == json.loads((out / "metrics.json").read_text())["test"]
+
+
 def test_evaluate_reads_a_padded_target_name_of_an_older_model():
     from graphattn.cli.main import _evaluated_columns
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
-import json
 import logging
 import os
 import re
@@ -25,6 +24,7 @@ from typing import TextIO
 import numpy as np
 
 from graphattn.bench.cases import SUITES
+from graphattn.cli.interrupts import interrupts_not_lost
 from graphattn.errors import GraphInputError
 
 DEFAULT_DATASET = "nci-tpsa"
@@ -537,12 +537,14 @@ def _train_nodes(args: argparse.Namespace) -> int:
 
 
 def _report(run_dir: Path, metrics: dict) -> None:
+    from graphattn.train.loop import to_json  # standard JSON, as in metrics.json: no NaN
+
     summary = {
         k: metrics[k]
         for k in ("task", "dataset", "test", "epochs_run", "train_seconds")
         if k in metrics
     }
-    print(json.dumps(summary, indent=2))
+    print(to_json(summary))
     print(f"run folder: {run_dir}")
 
 
@@ -930,7 +932,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
-        return _run_command(args)
+        with interrupts_not_lost():  # one Ctrl-C is enough, even while Numba compiles
+            return _run_command(args)
     except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback from deep in training
         out = getattr(args, "out", None) if args.command == "train" else None
         partial = f" ({out} may hold a partial run)" if out and Path(out).exists() else ""
