@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import random
-from collections.abc import Callable
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,17 @@ def data_dir_unless_absent_outside_ci() -> Path | None:
     if path is None and os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         pytest.fail("CI=true but ../shared/datasets (or $GRAPHATTN_DATA) is missing")
     return path
+
+
+@pytest.fixture
+def sigint_as_in_a_terminal() -> Iterator[None]:
+    """Python's own SIGINT handler during the test. A shell that starts the tests in the
+    background (`make test &` in a script) makes this process ignore SIGINT, and the
+    processes it starts too: then neither `_thread.interrupt_main()` nor a SIGINT sent to
+    a child does anything, and tests of Ctrl-C failed that way in background runs."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture(scope="session")

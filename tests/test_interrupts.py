@@ -3,6 +3,8 @@ finalizer is not lost.
 
 The callbacks here are real ctypes callbacks called through their C trampolines, as
 llvmlite's are: an exception that leaves one is "ignored" by ctypes, as in the field.
+Each test that expects the interrupt uses `sigint_as_in_a_terminal`: with SIGINT
+ignored, as in a background job, `_thread.interrupt_main()` does nothing.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ def test_without_it_ctypes_swallows_the_interrupt(monkeypatch):
     assert [u.exc_type for u in ignored] == [KeyboardInterrupt]
 
 
-def test_a_swallowed_interrupt_is_raised_again_in_python_code():
+def test_a_swallowed_interrupt_is_raised_again_in_python_code(sigint_as_in_a_terminal):
     callback = CALLBACK(interrupt)
     started = time.monotonic()
     with interrupts_not_lost(), pytest.raises(KeyboardInterrupt):
@@ -47,7 +49,7 @@ def test_a_swallowed_interrupt_is_raised_again_in_python_code():
     assert time.monotonic() - started < 2
 
 
-def test_an_interrupt_swallowed_again_on_redelivery_still_arrives():
+def test_an_interrupt_swallowed_again_on_redelivery_still_arrives(sigint_as_in_a_terminal):
     # Numba's compile calls llvmlite's callbacks many times: the interrupt delivered again
     # may land in the next one, and be swallowed again
     calls = []
@@ -66,7 +68,7 @@ def test_an_interrupt_swallowed_again_on_redelivery_still_arrives():
     assert len(calls) == 2
 
 
-def test_an_interrupt_in_a_finalizer_is_raised_again():
+def test_an_interrupt_in_a_finalizer_is_raised_again(sigint_as_in_a_terminal):
     class InterruptedWhenCollected:
         def __del__(self) -> None:
             raise KeyboardInterrupt

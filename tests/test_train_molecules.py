@@ -428,33 +428,17 @@ def _once_both_members_train(act: Callable[[list], None]) -> list[float]:
     return acted
 
 
-@contextlib.contextmanager
-def sigint_handled_as_in_a_terminal():
-    """Python's own SIGINT handler within the block. A shell that starts the tests in the
-    background (`make test &` in a script) makes this process ignore SIGINT, and so the
-    processes it starts too: then neither `_thread.interrupt_main()` nor a SIGINT sent to
-    a child does anything (both tests failed that way in background runs)."""
-    import signal
-
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-def test_an_interrupt_ends_the_members_processes_at_once(tmp_path):
+def test_an_interrupt_ends_the_members_processes_at_once(tmp_path, sigint_as_in_a_terminal):
     import _thread
     import multiprocessing
     import time
 
     # the members would train for a minute each: leaving the pool used to wait for them
     dataset, config = _two_members_training_a_minute(tmp_path)
-    with sigint_handled_as_in_a_terminal():
-        # a Ctrl-C that reaches this process only, not its workers
-        interrupted = _once_both_members_train(lambda workers: _thread.interrupt_main())
-        with pytest.raises(KeyboardInterrupt):
-            train_molecule_model(dataset, config, progress=False)
+    # a Ctrl-C that reaches this process only, not its workers
+    interrupted = _once_both_members_train(lambda workers: _thread.interrupt_main())
+    with pytest.raises(KeyboardInterrupt):
+        train_molecule_model(dataset, config, progress=False)
     assert time.perf_counter() - interrupted[0] < 20
     assert multiprocessing.active_children() == []
 
@@ -532,7 +516,9 @@ def test_ctrl_c_ends_the_cli_with_one_line_and_status_130(tmp_path, capsys, monk
     assert last == f"graphattn train: interrupted ({tmp_path / 'run'} may hold a partial run)"
 
 
-def test_ctrl_c_ends_the_command_by_sigint_so_a_shell_loop_stops_too(tmp_path):
+def test_ctrl_c_ends_the_command_by_sigint_so_a_shell_loop_stops_too(
+    tmp_path, sigint_as_in_a_terminal
+):
     # exiting with status 130 instead would make bash run the next command of a loop
     import os
     import signal
@@ -546,10 +532,8 @@ def test_ctrl_c_ends_the_command_by_sigint_so_a_shell_loop_stops_too(tmp_path):
     command = ["-m", "graphattn.cli.main", "train", "--csv", str(source), "--target-col", "y"]
     # faulthandler: a run that outlives its Ctrl-C is sent SIGABRT below, to show where
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "PYTHONFAULTHANDLER": "1"}
-    with sigint_handled_as_in_a_terminal():  # the child starts with SIGINT not ignored
-        process = subprocess.Popen(
-            [sys.executable, *command, *long], env=env, stderr=subprocess.PIPE
-        )
+    # the child starts with SIGINT not ignored (sigint_as_in_a_terminal)
+    process = subprocess.Popen([sys.executable, *command, *long], env=env, stderr=subprocess.PIPE)
     err = bytearray()
 
     def read_stderr() -> None:
