@@ -250,8 +250,8 @@ def test_a_label_column_in_the_feature_file_is_not_a_feature(tmp_path, caplog):
     respelled = load_node_graph(edges, labels=nodes, features=tmp_path / "sub" / ".." / "n.csv")
     assert respelled.x_blocks == {"features": (0, 2)}
     # named feature columns are read as named; another feature file keeps every column
-    chosen = load_node_graph(edges, labels=nodes, features=nodes, feature_cols=["f1", "label"])
-    assert chosen.x[:, 1].tolist() == [2.0, 0.0, 1.0, 2.0]
+    chosen = load_node_graph(edges, labels=nodes, features=nodes, feature_cols=["f2", "f1"])
+    assert chosen.x[:, 1].tolist() == [0.5, 1.5, 2.5, 3.5]
     copy = write(tmp_path, "copy.csv", nodes.read_text())
     assert load_node_graph(edges, labels=nodes, features=copy).x.size(1) == 3
 
@@ -481,6 +481,26 @@ def test_default_label_column_that_is_the_text_column_is_an_error(tmp_path):
         load_node_graph(edges, labels=path, text_col="name")
     data = load_node_graph(edges, labels=path, text_col="name", label_col="kind", text_dim=16)
     assert data.label_names == ["a", "b"]
+
+
+def test_a_label_column_is_never_also_read_as_an_input(tmp_path):
+    # each node would see its own label, test nodes included (a leak: test accuracy 1.0)
+    path = write(tmp_path, "n.csv", "id,f1,kind,name\n0,0.5,a,Acme\n1,1.5,b,Foo\n")
+    edges = write(tmp_path, "e.csv", "0,1\n")
+    named = "the label column 'kind' is also the text column"
+    with pytest.raises(GraphInputError, match=named):
+        load_node_graph(edges, labels=path, label_col="kind", text_col="kind")
+    with pytest.raises(GraphInputError, match=named):  # the file passed as features too
+        load_node_graph(edges, labels=path, features=path, label_col="kind", text_col="kind")
+    defaulted = "default label column 'name' is the text column"
+    with pytest.raises(GraphInputError, match=defaulted):
+        load_node_graph(edges, labels=path, features=path, text_col="name")
+    with pytest.raises(GraphInputError, match="feature column 'kind' is the label column"):
+        load_node_graph(edges, labels=path, features=path, label_col="kind", feature_cols=["kind"])
+    data = load_node_graph(
+        edges, labels=path, features=path, label_col="kind", feature_cols=["f1"], text_col="name"
+    )
+    assert data.label_names == ["a", "b"] and data.x_blocks["features"] == (0, 1)
 
 
 # ----------------------------------------------------------------------------- command line

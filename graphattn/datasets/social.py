@@ -346,6 +346,11 @@ def _check_label_columns(
             f"{table.path}: the default label column {name!r} is the text column; "
             "pass label_col (CLI --label-col)"
         )
+    if label_at == text_at:
+        raise GraphInputError(
+            f"{table.path}: the label column {name!r} is also the text column, so each "
+            "node's label would be its own input; pass another text_col (CLI --text-col)"
+        )
 
 
 def _collect_labels(table: Table, id_at: int, label_at: int) -> tuple[dict[str, str], list[str]]:
@@ -537,12 +542,20 @@ def _feature_columns(
     feature_cols: Sequence[Column] | None,
     skip_cols: Sequence[int] = (),
 ) -> list[int]:
-    if feature_cols is not None:
-        return [column_index(c, table.header, table.path, "feature") for c in feature_cols]
-    if text_at is not None:
-        return []
     width = len(table.header) if table.header else len(table.rows[0][1]) if table.rows else 0
     skipped = sorted({c % width for c in skip_cols}) if width else []  # -1: the last
+    if feature_cols is not None:
+        chosen = [column_index(c, table.header, table.path, "feature") for c in feature_cols]
+        for column in chosen:
+            if width and column % width in skipped:
+                raise GraphInputError(
+                    f"{table.path}: feature column {column_name(table, column)!r} is the "
+                    "label column, and a label is never an input; leave it out of "
+                    "feature_cols"
+                )
+        return chosen
+    if text_at is not None:
+        return []
     if skipped:
         log.info(
             "%s: the label column %s is left out of the features (labels are never inputs)",
@@ -612,7 +625,8 @@ def load_node_graph(
             ``label`` when the header has one, else as in :func:`read_labels`).
         feature_cols: numeric columns of the feature file (see
             :func:`read_node_features`). When the feature file is the label file,
-            the default leaves its label column out: a label is never an input.
+            the default leaves its label column out: a label is never an input, and
+            naming it here or as ``text_col`` raises :class:`GraphInputError`.
         text_dim: width of the text features.
         text_method: ``"hashing"`` or ``"tfidf"`` (see
             :func:`~graphattn.featurize.graph.text_features`).
@@ -637,11 +651,11 @@ def load_node_graph(
     """
     layout = _Layout(delimiter, has_header)
     rows = _read_edge_rows(edges, delimiter, has_header)
-    text_in_labels = text_col if features is None else None
+    same_file = _same_file(features, labels)
+    text_in_labels = text_col if features is None or same_file else None
     label_file = _label_map(labels, id_col, label_col, text_in_labels, layout)
     label_map = label_file.labels
     _check_labels_meet_edges(rows, label_map, labels)
-    same_file = _same_file(features, labels)
     skip_cols = [label_file.column] if same_file else []
     if same_file or (features is None and label_file.has_header is not None):
         layout = _Layout(delimiter, label_file.has_header)  # the label read's header decision
