@@ -159,6 +159,35 @@ def test_a_networkx_graph_without_node_features_trains_on_structural_ones(tmp_pa
         assert len(list(csv.DictReader(handle))) == 34
 
 
+def test_node_ids_of_any_sequence_type_and_too_few_label_names(tmp_path):
+    import numpy as np
+
+    from graphattn import GraphInputError
+
+    data = from_networkx(nx.karate_club_graph(), label_attr="club")
+    masks = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    config = NodeTrainConfig(epochs=2)
+    for ids in (torch.arange(100, 134), np.arange(100, 134)):  # failed after training
+        data.node_ids = ids
+        train_node_model(data, masks, config, run_dir=tmp_path / "run", progress=False)
+        with open(tmp_path / "run" / "predictions.csv") as handle:
+            rows = list(csv.DictReader(handle))
+        assert [row["node_id"] for row in rows] == [str(n) for n in range(100, 134)]
+    assert data.node_ids is ids  # the caller's graph is left as it was
+    bad = [
+        ("label_names", ["Mr. Hi"], r"label_names has 1 name\(s\), but y holds class 1"),
+        ("node_ids", list(range(33)), r"node_ids has 33 id\(s\) for the graph's 34 nodes"),
+    ]
+    for name, value, message in bad:
+        wrong = data.clone()
+        setattr(wrong, name, value)
+        (tmp_path / "old").mkdir(exist_ok=True)
+        (tmp_path / "old" / "metrics.json").write_text("{}")  # an earlier run: kept
+        with pytest.raises(GraphInputError, match=message):
+            train_node_model(wrong, masks, config, run_dir=tmp_path / "old", progress=False)
+        assert (tmp_path / "old" / "metrics.json").read_text() == "{}"
+
+
 def test_labels_of_a_single_class_are_refused_by_name():
     import networkx as nx
     import pytest

@@ -9,6 +9,7 @@ on test) -> metrics on the test nodes.
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import logging
 import time
@@ -171,6 +172,38 @@ def _mask_dict(masks, y: torch.Tensor) -> dict[str, torch.Tensor]:
     return {part: masks[part] for part in PARTS}
 
 
+def _checked_names(data: Data) -> Data:
+    """``data`` (a shallow copy) with ``label_names`` and ``node_ids`` as lists, checked
+    against ``y`` and the node count before training: a tensor of ids or too few names
+    used to fail after training, while the run folder was being written."""
+    names, ids = getattr(data, "label_names", None), getattr(data, "node_ids", None)
+    if names is None and ids is None:
+        return data
+    data = copy.copy(data)
+    if names is not None:
+        names = _as_list(names)
+        y = getattr(data, "y", None)
+        needed = int(y.max()) + 1 if y is not None and y.numel() else 0
+        if len(names) < needed:
+            raise GraphInputError(
+                f"data.label_names has {len(names)} name(s), but y holds class "
+                f"{needed - 1}: give one name per class, {needed} or more"
+            )
+        data.label_names = names
+    if ids is not None:
+        ids = _as_list(ids)
+        if len(ids) != data.num_nodes:
+            raise GraphInputError(
+                f"data.node_ids has {len(ids)} id(s) for the graph's {data.num_nodes} nodes"
+            )
+        data.node_ids = ids
+    return data
+
+
+def _as_list(values) -> list:
+    return values.tolist() if isinstance(values, torch.Tensor | np.ndarray) else list(values)
+
+
 def _check_labels(data) -> torch.Tensor:
     """``data.y`` as long, once it is known to hold at least two classes."""
     if int(data.num_nodes or 0) == 0:
@@ -207,7 +240,8 @@ def train_node_model(
         data: ``Data`` with ``edge_index``, ``y [N]`` (-1 = unlabelled, at least two
             classes) and ``x [N, F]`` (without ``x``: structural features, see
             :func:`~graphattn.featurize.graph.structural_features`); optional
-            ``label_names`` and ``node_ids``.
+            ``label_names`` (one per class) and ``node_ids`` (one per node), each a
+            list, tensor or array, checked before training.
         masks: ``{"train", "val", "test"}`` boolean ``[N]`` masks (disjoint), or the
             ``(train, val, test)`` tuple of :func:`~graphattn.splits.nodes.node_split_masks`.
         config: training settings.
@@ -235,6 +269,7 @@ def train_node_model(
         )
     device = training_device(config.device)
     seed_everything(config.seed)
+    data = _checked_names(data)
     y = _check_labels(data)
     masks = _mask_dict(masks, y)
     features = _node_features(data)
