@@ -125,6 +125,19 @@ def test_every_class_gets_a_training_node_even_when_rounding_gives_none():
     assert sorted(pairs[train].tolist()) == [0, 1, 2]
 
 
+def test_a_part_given_fraction_0_gets_no_node():
+    # round() halves to even: round(2.5) + round(4.5) = 6 of 9 nodes, and the rest had
+    # gone to the test part that (0.5, 0.5, 0) asks to leave out
+    y = torch.tensor([0] * 5 + [1] * 9)
+    train, val, test = node_split_masks(y, fractions=(0.5, 0.5, 0.0), seed=0)
+    assert not test.any() and int(train.sum()) + int(val.sum()) == 14
+    assert [int((train & (y == c)).sum()) for c in (0, 1)] == [2, 4]
+    train, val, test = node_split_masks(y, fractions=(0.5, 0.0, 0.5), seed=0)
+    assert not val.any() and int(train.sum()) + int(test.sum()) == 14
+    train, val, test = node_split_masks(y, fractions=(1.0, 0.0, 0.0), seed=0)
+    assert train.sum() == 14 and not (val | test).any()
+
+
 def test_node_seeds_beyond_64_bits():
     from graphattn.train.loop import torch_seed
 

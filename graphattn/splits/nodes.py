@@ -32,7 +32,8 @@ def node_split_masks(
     Without ``labels_per_class``, each class's labelled nodes are shuffled and cut
     into ``round(f_train * n_c)`` training nodes (at least one when ``f_train > 0``: a
     class without training nodes could never be learned), ``round(f_val * n_c)``
-    validation nodes and the rest for testing. With ``labels_per_class = k``, each class
+    validation nodes and the rest for testing (with ``f_test = 0``, the rest goes to
+    validation, or to training when ``f_val = 0`` too). With ``labels_per_class = k``, each class
     gives exactly k random training nodes; all remaining labelled nodes are split between
     validation and test in the ratio ``f_val : f_test`` (per class, rounded), and
     ``f_train`` is ignored.
@@ -135,6 +136,9 @@ def _class_sizes(
     """How many of a class's n labelled nodes go to train, val and test."""
     if per_class is None:  # every class with nodes gets at least one training node
         train = max(round(f_train * n), 1 if f_train > 0 and n > 0 else 0)
+        if f_test == 0:  # no test part asked for: what rounding leaves goes to val
+            val = n - train if f_val > 0 else 0
+            return [n - val, val, 0]
         val = min(round(f_val * n), n - train)
         return [train, val, n - train - val]
     if n < per_class:
