@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import math
 import os
 import shutil
 from pathlib import Path
@@ -207,6 +208,40 @@ def test_the_printed_summary_is_standard_json_when_a_metric_is_undefined(tmp_pat
     summary = json.loads("\n".join(printed), parse_constant=pytest.fail)
     assert summary["test"] == {"rmse": None, "mae": None, "r2": None}
     assert summary["test"] == json.loads((out / "metrics.json").read_text())["test"]
+
+
+def test_train_predictions_name_each_column_once_and_keep_every_float32_digit(tmp_path, caplog):
+    # a target named `row` or `pred_<another target>` made two columns of one name, and
+    # CSV readers keep one; 7 significant digits wrote 12345678 as 1.234568e+07
+    source = tmp_path / "m.csv"
+    big = [12345678.0 + n for n in range(12)]
+    lines = [f"{s},{n * 0.5},{big[n]:.0f}\n" for n, s in enumerate(ALCOHOLS)]
+    source.write_text("smiles,row,pred_row\n" + "".join(lines))
+    out = tmp_path / "run"
+    tiny = ["--epochs", "1", "--hidden", "8", "--layers", "1", "--no-descriptors"]
+    argv = ["train", "--csv", str(source), "--target-col", "row", "--target-col", "pred_row"]
+    argv += [*tiny, "--no-progress", "--split-fractions", "0.5", "0.25", "0.25"]
+    assert main([*argv, "--out", str(out)]) == 0
+    with open(out / "predictions.csv", encoding="utf-8") as handle:
+        header = next(csv.reader(handle))
+        handle.seek(0)
+        rows = list(csv.DictReader(handle))
+    assert header == ["row", "smiles", "row_2", "pred_row", "pred_row_2", "pred_pred_row"]
+    assert "columns named twice are written as ['row_2', 'pred_row_2']" in caplog.text
+    for row in rows:
+        assert float(row["pred_row"]) == big[int(row["row"])]  # exact, in plain digits
+        assert float(row["row_2"]) == int(row["row"]) * 0.5 and "e" not in row["pred_row"]
+
+
+def test_float32_text_is_the_shortest_decimal_of_the_same_float32():
+    from graphattn.train.molecule_inference import float32_text
+
+    cases = {-5.45: "-5.45", 12345678.0: "12345678", 123456.789: "123456.79", 1.0: "1"}
+    cases.update({0.0: "0", 2.5e-5: "2.5e-05", 3e20: "3e+20", math.nan: "", math.inf: "inf"})
+    for value, text in cases.items():
+        assert float32_text(value) == text
+    for value in np.random.default_rng(0).standard_normal(1000) * 10.0 ** np.arange(-6, 14, 0.02):
+        assert np.float32(float(float32_text(value))) == np.float32(value)
 
 
 def test_evaluate_reads_a_padded_target_name_of_an_older_model():

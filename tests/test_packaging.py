@@ -105,3 +105,29 @@ def test_each_test_has_a_time_limit(pytestconfig):
     forever say, instead of stalling the whole run."""
     assert pytestconfig.pluginmanager.hasplugin("timeout")
     assert float(pytestconfig.getini("timeout")) == 600
+
+
+def test_every_text_file_the_package_opens_names_its_encoding():
+    # without encoding=, open() uses the locale's: a target named ΔG crashed train's
+    # predictions.csv under LANG=C after training, and bench.md's "≤" did the same
+    import ast
+
+    package = Path(__file__).resolve().parents[1] / "graphattn"
+    unnamed = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+            if name not in ("open", "read_text", "write_text"):
+                continue
+            if isinstance(func, ast.Attribute) and ast.unparse(func.value) in ("os", "Image"):
+                continue  # os.open takes flags, not text
+            modes = [a.value for a in node.args[1:2] if isinstance(a, ast.Constant)]
+            modes += [k.value.value for k in node.keywords if k.arg == "mode"]
+            if any("b" in str(mode) for mode in modes):
+                continue
+            if not any(k.arg == "encoding" for k in node.keywords):
+                unnamed.append(f"{path.relative_to(package.parent)}:{node.lineno}")
+    assert unnamed == []

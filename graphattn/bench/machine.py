@@ -19,7 +19,7 @@ def cpu_model() -> str:
     """The CPU's model name from ``/proc/cpuinfo``, else the platform's processor string."""
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():
-        for line in cpuinfo.read_text().splitlines():
+        for line in cpuinfo.read_text(encoding="utf-8").splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine() or "unknown"

@@ -67,7 +67,7 @@ def time_pass(step: Callable[[], None], device: torch.device) -> float:
 def _status_bytes(field: str) -> int | None:
     """A ``kB`` field of ``/proc/self/status`` in bytes (``None`` off Linux)."""
     try:
-        for line in _STATUS.read_text().splitlines():
+        for line in _STATUS.read_text(encoding="utf-8").splitlines():
             if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     except OSError:
@@ -106,7 +106,7 @@ def _release_free_memory() -> None:
 def _reset_high_water_mark() -> bool:
     """Reset Linux's RSS high-water mark; False where that is not possible."""
     try:
-        _CLEAR_REFS.write_text("5")
+        _CLEAR_REFS.write_text("5", encoding="utf-8")
     except OSError:
         return False
     return _status_bytes("VmHWM") is not None

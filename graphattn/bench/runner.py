@@ -185,7 +185,7 @@ def _write_json(result: dict, out_dir: Path) -> None:
     """Write ``bench.json`` atomically (also after every case, for long runs)."""
     path = out_dir / "bench.json"
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    tmp.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 
@@ -276,7 +276,7 @@ def _finish(result: dict, out_dir: Path, started: float) -> dict:
     result["complete"] = True
     result["elapsed_seconds"] = time.perf_counter() - started
     _write_json(result, out_dir)
-    (out_dir / "bench.md").write_text(markdown_report(result))
+    (out_dir / "bench.md").write_text(markdown_report(result), encoding="utf-8")
     result["plots"] = [p.name for p in write_plots(result, out_dir)]
     _write_json(result, out_dir)
     return result
@@ -291,7 +291,7 @@ def _keep_previous(out: Path) -> None:
     if not earlier.is_file():
         return
     try:
-        cases = json.loads(earlier.read_text())["cases"]
+        cases = json.loads(earlier.read_text(encoding="utf-8"))["cases"]
         measured = not isinstance(cases, list) or any(c.get("status") == "ok" for c in cases)
     except Exception:  # not a bench.json of ours (not JSON, too deep, another shape): keep it
         measured = True

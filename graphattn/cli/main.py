@@ -607,15 +607,6 @@ def _run_files(model: Path) -> dict[str, Path]:
     return {"the --model file": checkpoint, **run_files}
 
 
-def _fresh_name(name: str, taken: set[str]) -> str:
-    """``name``, or ``name_2``, ``name_3``... if the input already has that column."""
-    candidate, k = name, 2
-    while candidate in taken:
-        candidate, k = f"{name}_{k}", k + 1
-    taken.add(candidate)
-    return candidate
-
-
 _STREAMS = ("/dev/stdout", "/dev/stderr", "/dev/fd/", "/proc/self/fd/")
 
 
@@ -667,6 +658,8 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from graphattn.train.molecule_inference import (
+        float32_text,
+        fresh_name,
         load_molecule_checkpoint,
         predict_molecules,
         prediction_columns,
@@ -690,7 +683,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     spread = std if reports_spread(checkpoint) else None
     wanted, preds = prediction_columns(checkpoint["task"], targets, preds, spread)
     taken = set(header)
-    added = [_fresh_name(name, taken) for name in [*wanted, "error"]]
+    added = [fresh_name(name, taken) for name in [*wanted, "error"]]
     renamed = [name for name in added if name not in {*wanted, "error"}]
     if renamed:
         print(f"the input has columns named like the output's: writing {renamed}", file=sys.stderr)
@@ -699,8 +692,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         writer.writerow([*header, *added])
         for fields, pred, error in zip(rows, preds, errors, strict=True):
             cells = (fields + [""] * len(header))[: len(header)]
-            # 7 significant digits, what float32 holds, as in the run's predictions.csv
-            values = ["" if np.isnan(p) else f"{p:.7g}" for p in pred]
+            values = [float32_text(p) for p in pred]  # as in the run's predictions.csv
             writer.writerow([*cells, *values, error])
     failed = sum(1 for e in errors if e)
     print(

@@ -290,5 +290,5 @@ def check_config_json(config) -> None:
 
 def write_json(path: str | Path, payload: dict) -> Path:
     """Write ``payload`` as indented JSON (NaN becomes null)."""
-    Path(path).write_text(to_json(payload) + "\n")
+    Path(path).write_text(to_json(payload) + "\n", encoding="utf-8")
     return Path(path)

@@ -130,6 +130,29 @@ def prediction_columns(
     return names + [f"std_{c}" for c in target_cols], np.concatenate([preds, std], 1)
 
 
+def fresh_name(name: str, taken: set[str]) -> str:
+    """``name``, or ``name_2``, ``name_3``... when ``taken`` has it; the result is added
+    to ``taken``. Output columns get unique names this way: a CSV reader keeps only one
+    of two columns of the same name."""
+    candidate, k = name, 2
+    while candidate in taken:
+        candidate, k = f"{name}_{k}", k + 1
+    taken.add(candidate)
+    return candidate
+
+
+def float32_text(value: float) -> str:
+    """The shortest decimal that reads back as the same float32 (labels and predictions
+    are float32): ``-5.45``, not ``-5.449999809``; ``12345678``, not ``1.234568e+07``.
+    NaN, a missing value, is an empty cell, as in the input."""
+    if np.isnan(value):
+        return ""
+    single = np.float32(value)
+    if single == 0 or 1e-4 <= abs(single) < 1e16:
+        return np.format_float_positional(single, unique=True, trim="-")
+    return np.format_float_scientific(single, unique=True, trim="-")
+
+
 def load_molecule_checkpoint(run_dir: str | Path) -> dict:
     """:func:`~graphattn.train.checkpoint.load_checkpoint`, refusing other kinds of model.
 

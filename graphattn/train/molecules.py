@@ -13,7 +13,6 @@ import copy
 import csv
 import io
 import logging
-import math
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -68,6 +67,8 @@ from graphattn.train.molecule_inference import (
     _per_target,
     _predict_loader,
     evaluate_molecules,
+    float32_text,
+    fresh_name,
     load_molecule_checkpoint,
     load_molecule_model,
     predict_molecules,
@@ -920,12 +921,22 @@ def _write_run(
     plot_learning_curve(history, metric, run_dir / "learning_curve.png")
     cols = list(dataset.target_cols)
     names, test_pred = prediction_columns(metrics["task"], cols, *test_pred)
-    with open(run_dir / "predictions.csv", "w", newline="") as handle:
+    with open(run_dir / "predictions.csv", "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["row", "smiles", *cols, *names])
+        writer.writerow(_unique_header(["row", "smiles", *cols, *names], run_dir))
         for data, pred in zip(parts["test"], test_pred, strict=True):
-            values = [*data.y.view(-1).tolist(), *pred.tolist()]
-            # 7 significant digits, what float32 holds: the CSV's -5.45, not -5.449999809;
-            # a missing label stays an empty cell, as in the input and in predict's output
-            cells = ("" if math.isnan(v) else f"{v:.7g}" for v in values)
+            cells = map(float32_text, [*data.y.view(-1).tolist(), *pred.tolist()])
             writer.writerow([int(data.row), data.smiles, *cells])
+
+
+def _unique_header(names: list[str], run_dir: Path) -> list[str]:
+    """``names`` with repeats renamed ``name_2``...: a target named ``row``, ``smiles``
+    or ``pred_<another target>`` would otherwise hide a column from CSV readers."""
+    taken: set[str] = set()
+    header = [fresh_name(name, taken) for name in names]
+    renamed = [new for new, old in zip(header, names, strict=True) if new != old]
+    if renamed:
+        log.warning(
+            "%s: columns named twice are written as %s", run_dir / "predictions.csv", renamed
+        )
+    return header
