@@ -53,6 +53,7 @@ def test_predict_reads_a_bom_and_padded_header_and_reports_bad_rows(two_target_r
     text = " smiles ,id\nCCO,1\nc1ccccc1,2,extra\nCCN,3\nC C,4\n"
     rows = predict_csv(two_target_run, tmp_path, b"\xef\xbb\xbf" + text.encode())
     assert [r["id"] for r in rows] == ["1", "2", "3", "4"]  # every row, in order
+    assert list(rows[0])[:2] == [" smiles ", "id"]  # the input's names, as they were
     # the cell past the header's columns is named, not lost
     assert rows[1]["error"] == "row has 3 fields, the header has 2; extra fields: ['extra']"
     assert rows[1]["pred_y"] == ""
@@ -565,6 +566,23 @@ def test_evaluate_names_its_failed_rows_and_fails_when_nothing_is_scored(
     source.write_text("smiles,y\nC1CC,1\nCCO,\n")
     assert main(argv) == 1
     assert "no labelled row was scored: every metric is null" in capsys.readouterr().err
+    source.write_text("smiles,y,note\nCCO,-0.5,a\nCCCl,2.0\nCCN,0.2,b\n")  # row 1: short
+    assert main(argv) == 0
+    (short,) = json.loads(capsys.readouterr().out)["failed_rows"]
+    assert short == {"row": 1, "smiles": "CCCl", "reason": "row has 2 fields, the header has 3"}
+
+
+def test_predict_fails_when_no_row_could_be_predicted(two_target_run, tmp_path, capsys):
+    # a --smiles-col that exists but holds names wrote an all-empty file and exited 0
+    source, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    source.write_text("name,smiles\nethanol,CCO\nmethanol,CO\n")
+    argv = ["predict", "--model", str(two_target_run), "--csv", str(source), "--out", str(out)]
+    assert main([*argv, "--smiles-col", "name", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "predicted 0 of 2 rows (2 failed)" in err
+    assert "no row was predicted (data row 0, counted from 0: " in err
+    assert [row["error"] != "" for row in read_rows(out)] == [True, True]  # still written
+    assert main([*argv, "--no-progress"]) == 0
 
 
 def test_predict_writes_the_digits_of_the_runs_predictions_csv(two_target_run, tmp_path):

@@ -548,14 +548,15 @@ def _report(run_dir: Path, metrics: dict) -> None:
     print(f"run folder: {run_dir}")
 
 
-def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
-    """Header (names stripped) and rows of a CSV file, read as ``train`` reads it: UTF-8
-    with or without a byte-order mark; blank lines are not rows."""
+def _read_csv(path: Path, strip: bool = True) -> tuple[list[str], list[list[str]]]:
+    """Header (names stripped unless ``strip`` is false: predict writes the header back
+    as it was) and rows of a CSV file, read as ``train`` reads it: UTF-8 with or without
+    a byte-order mark; blank lines are not rows."""
     from graphattn.datasets.csv_file import CsvRows
 
     with CsvRows(path) as table:
         rows = list(table)
-    header = [name.strip() for name in rows.pop(0)] if rows else []
+    header = [name.strip() if strip else name for name in rows.pop(0)] if rows else []
     if not header:
         raise GraphInputError(f"{path}: empty file, expected a header row")
     return header, rows
@@ -657,6 +658,7 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
+    from graphattn.datasets.molecules import describe_row
     from graphattn.train.molecule_inference import (
         float32_text,
         fresh_name,
@@ -669,7 +671,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     _check_output_file(args.out, _run_files(args.model))
     checkpoint = load_molecule_checkpoint(args.model)
     targets = checkpoint["target_cols"]
-    header, rows = _read_csv(args.csv)
+    header, rows = _read_csv(args.csv, strip=False)  # the output keeps the input's names
     smiles, problems = _smiles_of_rows(args.csv, header, rows, args.smiles_col)
     preds, errors, std = predict_molecules(
         args.model,
@@ -700,6 +702,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
         file=sys.stderr,  # stdout may be the CSV itself (--out /dev/stdout)
     )
     _note_unusual_molecules(smiles, checkpoint)
+    if rows and failed == len(rows):  # a wrong --smiles-col that exists, say
+        first = next(i for i, e in enumerate(errors) if e)
+        print(f"no row was predicted ({describe_row(first, errors[first])})", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -836,7 +842,7 @@ def _labels(
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from graphattn.datasets.molecules import describe_row
+    from graphattn.datasets.molecules import column_index, describe_row
     from graphattn.train.loop import to_json
     from graphattn.train.molecule_inference import evaluate_molecules, load_molecule_checkpoint
 
@@ -866,8 +872,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             f"{describe_row(first['row'], first['reason'])})",
             file=sys.stderr,
         )
+    at = column_index(header, args.smiles_col, args.csv)
     for failed in result["failed_rows"]:
-        failed["reason"] = problems[failed["row"]] or failed["reason"]
+        fields, problem = rows[failed["row"]], problems[failed["row"]]
+        if problem:  # a row of another width: never predicted, its SMILES shown as read
+            failed["reason"] = problem
+            failed["smiles"] = fields[at].strip() if at < len(fields) else ""
     if result["failed_rows"]:
         first = result["failed_rows"][0]
         print(
