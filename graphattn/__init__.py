@@ -1,6 +1,6 @@
 """graphattn: graph neural networks built on edge-restricted multi-head self-attention."""
 
-from graphattn.errors import GraphInputError
+from graphattn.errors import GraphInputError, TrainingDiverged
 
 __version__ = "0.1.0"
-__all__ = ["GraphInputError", "__version__"]
+__all__ = ["GraphInputError", "TrainingDiverged", "__version__"]

@@ -11,6 +11,32 @@ class GraphInputError(ValueError):
     """Input that cannot be used as given: the message names the problem and the values."""
 
 
+class NonFiniteError(GraphInputError):
+    """A NaN or infinity in a tensor a layer was given: bad input, or, met inside a model
+    during training, weights that diverged (see :class:`TrainingDiverged`)."""
+
+
+class TrainingDiverged(GraphInputError):
+    """Training met non-finite values that its inputs cannot have caused: the weights
+    diverged, most often from too high a learning rate.
+
+    Args:
+        epoch: the epoch (from 1) in which it was met.
+        lr: the run's learning rate, which the message suggests lowering.
+        detail: what was met (a non-finite loss, or the layer's own message).
+    """
+
+    def __init__(self, epoch: int, lr: float, detail: str) -> None:
+        self.epoch, self.lr, self.detail = epoch, lr, detail
+        super().__init__(
+            f"training diverged in epoch {epoch} ({detail}); lower the learning rate "
+            f"(lr = {lr:g}; CLI --lr)"
+        )
+
+    def __reduce__(self):  # pickled with __init__'s arguments (worker processes)
+        return type(self), (self.epoch, self.lr, self.detail)
+
+
 def check_count(name: str, value: object, least: int = 1) -> int:
     """``value`` as an ``int`` of at least ``least`` (NumPy integers included, ``bool``
     not), else a :class:`GraphInputError` naming ``name`` and the value."""

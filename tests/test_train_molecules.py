@@ -566,6 +566,26 @@ def test_ctrl_c_ends_the_command_by_sigint_so_a_shell_loop_stops_too(
     assert text.rstrip().endswith("graphattn train: interrupted") and "Traceback" not in text
 
 
+def test_diverged_training_is_named_as_such_not_as_bad_input(tmp_path):
+    # lr 1e6 turned the weights non-finite, and the layers' input check then reported
+    # "x has non-finite values" as if the user's features held NaN
+    import pickle
+
+    from graphattn import TrainingDiverged
+
+    dataset = MoleculeCSV(write_alcohols(tmp_path / "m.csv"), "smiles", ["y"])
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.json").write_text("{}")  # an earlier run: kept
+    config = MoleculeTrainConfig(epochs=3, lr=1e6, model={"hidden": 8, "layers": 1})
+    with pytest.raises(TrainingDiverged, match=r"training diverged in epoch \d") as caught:
+        train_molecule_model(dataset, config, run_dir=run, progress=False)
+    assert "lower the learning rate (lr = 1e+06; CLI --lr)" in str(caught.value)
+    assert (run / "metrics.json").read_text() == "{}"
+    copy = pickle.loads(pickle.dumps(caught.value))  # as a worker process hands it over
+    assert (type(copy), str(copy)) == (TrainingDiverged, str(caught.value))
+
+
 def test_a_dead_worker_is_told_by_its_exit_code():
     import pickle
     import signal

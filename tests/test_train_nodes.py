@@ -188,6 +188,21 @@ def test_node_ids_of_any_sequence_type_and_too_few_label_names(tmp_path):
         assert (tmp_path / "old" / "metrics.json").read_text() == "{}"
 
 
+def test_nan_features_are_bad_input_and_a_huge_learning_rate_is_divergence():
+    from graphattn import GraphInputError, TrainingDiverged
+
+    data = from_networkx(nx.karate_club_graph(), label_attr="club")
+    data.x = torch.randn(34, 4)
+    masks = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    with pytest.raises(TrainingDiverged, match=r"diverged in epoch \d+ \(.*lr = 1e\+08"):
+        train_node_model(data, masks, NodeTrainConfig(epochs=5, lr=1e8), progress=False)
+    data.x[3, 1] = math.nan  # the input's fault, whatever the learning rate
+    named = r"data.x has non-finite values: data.x\[3, 1\]"
+    with pytest.raises(GraphInputError, match=named) as caught:
+        train_node_model(data, masks, NodeTrainConfig(epochs=5, lr=1e8), progress=False)
+    assert not isinstance(caught.value, TrainingDiverged)
+
+
 def test_labels_of_a_single_class_are_refused_by_name():
     import networkx as nx
     import pytest

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from graphattn.errors import GraphInputError
+from graphattn.errors import GraphInputError, NonFiniteError
 from graphattn.ops.segment import csr_pointer, segment_counts
 
 __all__ = [
@@ -161,7 +161,8 @@ def validate_node_features(x: Tensor, in_channels: int, edge_attr: Tensor | None
 
 
 def check_finite(**named: Tensor | None) -> None:
-    """Raise :class:`GraphInputError` naming the first NaN or inf entry of the given
+    """Raise :class:`~graphattn.errors.NonFiniteError` (a :class:`GraphInputError`)
+    naming the first NaN or inf entry of the given
     floating-point tensors (``check_finite(x=x, edge_attr=edge_attr)``; None is skipped),
     with one host synchronisation when all are finite."""
     named = {k: v for k, v in named.items() if v is not None and v.is_floating_point()}
@@ -179,7 +180,7 @@ def check_finite(**named: Tensor | None) -> None:
         if not bool(finite.all()):
             where = (~finite).nonzero()[0].tolist()
             index = ", ".join(map(str, where))
-            raise GraphInputError(
+            raise NonFiniteError(
                 f"{name} has non-finite values: {name}[{index}] = "
                 f"{values[tuple(where)].item()} ({int((~finite).sum())} non-finite entries "
                 "in all)"

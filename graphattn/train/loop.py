@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from graphattn.errors import GraphInputError
+from graphattn.errors import GraphInputError, NonFiniteError, TrainingDiverged
 from graphattn.train.checkpoint import CHECKPOINT_NAME
 
 __all__ = [
@@ -248,6 +248,40 @@ class EarlyStopping:
         """Load the best weights back into ``model`` (no-op if none were recorded)."""
         if self.best_state is not None:
             model.load_state_dict(self.best_state)
+
+
+@contextlib.contextmanager
+def divergence_named(
+    epoch: int, steps: int, lr: float, model: nn.Module, inputs: tuple[torch.Tensor, ...] = ()
+) -> Iterator[None]:
+    """Within this block, part of epoch ``epoch`` after ``steps`` weight updates, a
+    non-finite value met inside ``model`` is raised as :class:`TrainingDiverged` when
+    the inputs cannot be its cause, and as the layer's input error otherwise.
+
+    They cannot be once the weights were updated and: it is the second epoch or later
+    (every input went through the model, finite, in the first), a weight is no longer
+    finite, or ``inputs`` (the float tensors just given to the model) are all finite."""
+    try:
+        yield
+    except NonFiniteError as error:
+        if steps and (
+            epoch > 1 or _all_finite(inputs, empty=False) or not _all_finite(model.parameters())
+        ):
+            raise TrainingDiverged(epoch, lr, str(error)) from error
+        raise
+
+
+def check_finite_loss(value: float, epoch: int, lr: float) -> None:
+    """Raise :class:`TrainingDiverged` for a non-finite training loss (after the update
+    it came from: the weights are no longer usable)."""
+    if not math.isfinite(value):
+        raise TrainingDiverged(epoch, lr, f"the training loss is {value}")
+
+
+def _all_finite(tensors, empty: bool = True) -> bool:
+    """Whether every tensor is finite (``empty`` for no tensors at all)."""
+    tensors = list(tensors)
+    return all(bool(t.detach().isfinite().all()) for t in tensors) if tensors else empty
 
 
 def to_json(payload: dict) -> str:

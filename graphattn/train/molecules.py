@@ -49,8 +49,10 @@ from graphattn.train.checkpoint import save_checkpoint
 from graphattn.train.loop import (
     EarlyStopping,
     check_config_json,
+    check_finite_loss,
     check_run_folder,
     check_training_settings,
+    divergence_named,
     keeps_global_rng,
     seed_everything,
     start_run_folder,
@@ -853,20 +855,26 @@ def _fit(
     history: list[dict] = []
     start = time.perf_counter()
     bar = tqdm(range(1, config.epochs + 1), desc=label, unit="epoch", disable=not progress)
+    steps = 0
     for epoch in bar:
         model.train()
         total, count = 0.0, 0
         for batch in train_loader:
             batch = batch.to(device)
             optimizer.zero_grad()
-            loss = masked_loss(model(batch), scaler.transform(batch.y), config.task)
+            with divergence_named(epoch, steps, config.lr, model, _float_inputs(batch)):
+                loss = masked_loss(model(batch), scaler.transform(batch.y), config.task)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
             optimizer.step()
             schedule.step()
-            total += loss.item() * batch.num_graphs
+            steps += 1
+            value = loss.item()
+            check_finite_loss(value, epoch, config.lr)
+            total += value * batch.num_graphs
             count += batch.num_graphs
-        val_pred, val_y, _ = _predict_loader(model, val_loader, scaler, config.task)
+        with divergence_named(epoch, steps, config.lr, model):
+            val_pred, val_y, _ = _predict_loader(model, val_loader, scaler, config.task)
         val_value = _validation_value(config.task, metric, val_y, val_pred)
         best = stopper.step(val_value, epoch, model)
         loss_value = total / max(count, 1)
@@ -883,6 +891,15 @@ def _fit(
             break
     stopper.restore(model)
     return history, stopper.best_epoch
+
+
+def _float_inputs(batch) -> tuple[torch.Tensor, ...]:
+    """The batch's floating-point tensors (atom and bond features, descriptors)."""
+    return tuple(
+        value
+        for key, value in batch.items()
+        if key != "y" and isinstance(value, torch.Tensor) and value.is_floating_point()
+    )
 
 
 def _validation_value(task: str, metric: str, y: np.ndarray, pred: np.ndarray) -> float:

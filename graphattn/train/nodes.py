@@ -26,13 +26,16 @@ from tqdm.auto import tqdm
 from graphattn.errors import GraphInputError
 from graphattn.featurize.graph import structural_features
 from graphattn.models.node import NodeClassifier, NodeModelConfig
+from graphattn.ops.graph import check_finite
 from graphattn.optim import adamw
 from graphattn.train.checkpoint import save_checkpoint
 from graphattn.train.loop import (
     EarlyStopping,
     check_config_json,
+    check_finite_loss,
     check_run_folder,
     check_training_settings,
+    divergence_named,
     keeps_global_rng,
     seed_everything,
     start_run_folder,
@@ -273,6 +276,7 @@ def train_node_model(
     y = _check_labels(data)
     masks = _mask_dict(masks, y)
     features = _node_features(data)
+    check_finite(**{"data.x": features})  # named as given, before the model projects it
     # a named class that no node carries (its labels removed) still gets an output
     num_classes = max(int(y.max()) + 1, len(getattr(data, "label_names", None) or ()))
     label_inputs = _use_label_inputs(config, masks)
@@ -316,13 +320,16 @@ def train_node_model(
             known, scored = known.to(device), scored.to(device)
         else:
             known, scored = None, train_device
-        logits = model(x, edge_index, known)
+        with divergence_named(epoch, epoch - 1, config.lr, model, (x,)):  # one step an epoch
+            logits = model(x, edge_index, known)
         loss = F.cross_entropy(logits[scored], y_device[scored])
         loss.backward()
         optimizer.step()
         record = {"epoch": epoch, "train_loss": loss.item()}
+        check_finite_loss(record["train_loss"], epoch, config.lr)
         if has_val:
-            pred = _predict(model, x, edge_index, eval_inputs)
+            with divergence_named(epoch, epoch, config.lr, model, (x,)):
+                pred = _predict(model, x, edge_index, eval_inputs)
             record["val_accuracy"] = float((pred[masks["val"]] == y[masks["val"]]).float().mean())
             record["best"] = stopper.step(record["val_accuracy"], epoch, model)
             bar.set_postfix(loss=f"{loss.item():.4f}", val_acc=f"{record['val_accuracy']:.4f}")
