@@ -31,6 +31,13 @@ def interrupt() -> None:
     raise KeyboardInterrupt
 
 
+def nothing_arrives_later() -> None:
+    try:
+        spin(10 * REDELIVERY_DELAY_S)
+    except KeyboardInterrupt:
+        pytest.fail("an interrupt arrived after the block had ended")
+
+
 def test_without_it_ctypes_swallows_the_interrupt(monkeypatch):
     # the failure being guarded against: the callback's KeyboardInterrupt goes nowhere
     ignored = []
@@ -78,6 +85,24 @@ def test_an_interrupt_in_a_finalizer_is_raised_again(sigint_as_in_a_terminal):
         spin(5)
 
 
+def test_an_interrupt_still_waiting_when_the_block_ends_is_raised_as_it_exits(
+    sigint_as_in_a_terminal,
+):
+    # its timer fired after the command had returned, as a bare traceback
+    with pytest.raises(KeyboardInterrupt), interrupts_not_lost():
+        CALLBACK(interrupt)()  # ends at once, long before the redelivery's delay
+    nothing_arrives_later()
+
+
+def test_two_swallowed_interrupts_are_raised_once(sigint_as_in_a_terminal):
+    callback = CALLBACK(interrupt)
+    with pytest.raises(KeyboardInterrupt), interrupts_not_lost():
+        callback()
+        callback()  # a second Ctrl-C during the same compile
+        spin(5)
+    nothing_arrives_later()  # the second one's redelivery does not follow
+
+
 def test_other_unraisable_errors_go_to_the_hook_before_it_which_is_restored(monkeypatch):
     seen = []
     monkeypatch.setattr(sys, "unraisablehook", seen.append)
@@ -90,3 +115,16 @@ def test_other_unraisable_errors_go_to_the_hook_before_it_which_is_restored(monk
         CALLBACK(fails)()
     assert sys.unraisablehook == seen.append
     assert [(u.exc_type, str(u.exc_value)) for u in seen] == [(ValueError, "not an interrupt")]
+
+
+def test_the_command_line_runs_its_commands_with_it(monkeypatch, capsys, sigint_as_in_a_terminal):
+    from graphattn.cli import main as cli
+
+    def compiles_then_trains(args) -> int:
+        CALLBACK(interrupt)()  # Ctrl-C lost in a compile callback
+        spin(5)  # training on: the interrupt must arrive here
+        return 0
+
+    monkeypatch.setattr(cli, "_run_command", compiles_then_trains)
+    assert cli.main(["bench", "--quick", "--out", "unused"]) == 130
+    assert capsys.readouterr().err.strip() == "graphattn bench: interrupted"

@@ -37,21 +37,41 @@ REDELIVERY_DELAY_S = 0.05
 def interrupts_not_lost() -> Iterator[None]:
     """Within this block, a ``KeyboardInterrupt`` that Python had to ignore is raised
     again in the main thread (:func:`_thread.interrupt_main`, which calls the SIGINT
-    handler: nothing happens if SIGINT is ignored). Other exceptions that cannot be
-    raised go to the hook that was in place before, and that hook is restored on exit.
+    handler: nothing happens if SIGINT is ignored). One still waiting for its delay when
+    the block ends is raised as the block exits, never later. Other exceptions that
+    cannot be raised go to the hook that was in place before, which is restored on exit.
     """
     previous = sys.unraisablehook
+    lock = threading.Lock()
+    state = {"open": True, "waiting": 0}
+    timers: list[threading.Timer] = []
+
+    def redeliver() -> None:
+        with lock:
+            state["waiting"] -= 1
+            if state["open"]:
+                _thread.interrupt_main()
 
     def hook(unraisable) -> None:
-        if issubclass(unraisable.exc_type, KeyboardInterrupt):
-            redeliver = threading.Timer(REDELIVERY_DELAY_S, _thread.interrupt_main)
-            redeliver.daemon = True  # never holds up the interpreter's exit
-            redeliver.start()
-        else:
+        if not issubclass(unraisable.exc_type, KeyboardInterrupt):
             previous(unraisable)
+            return
+        timer = threading.Timer(REDELIVERY_DELAY_S, redeliver)
+        timer.daemon = True  # never holds up the interpreter's exit
+        with lock:
+            state["waiting"] += 1
+        timers.append(timer)
+        timer.start()
 
     sys.unraisablehook = hook
     try:
         yield
     finally:
         sys.unraisablehook = previous
+        with lock:  # a redelivery under way finishes first; none starts after
+            state["open"] = False
+            missed = state["waiting"] > 0
+        for timer in timers:
+            timer.cancel()
+        if missed:
+            raise KeyboardInterrupt
