@@ -17,8 +17,9 @@ class NonFiniteError(GraphInputError):
 
 
 class TrainingDiverged(GraphInputError):
-    """Training met non-finite values that its inputs cannot have caused: the weights
-    diverged, most often from too high a learning rate.
+    """Training met non-finite values inside the model, after a weight update, with
+    finite inputs (or weights no longer finite): the weights diverged, most often from
+    too high a learning rate.
 
     Args:
         epoch: the epoch (from 1) in which it was met.

@@ -586,6 +586,23 @@ def test_diverged_training_is_named_as_such_not_as_bad_input(tmp_path):
     assert (type(copy), str(copy)) == (TrainingDiverged, str(caught.value))
 
 
+def test_a_nan_input_met_after_updates_is_still_an_input_error(tmp_path):
+    # drop_last and reshuffling leave a molecule unseen until epoch 2: its NaN was taken
+    # for divergence there (one from a custom featurizer, say)
+    import math
+
+    from graphattn import GraphInputError, TrainingDiverged
+
+    dataset = MoleculeCSV(write_alcohols(tmp_path / "m.csv"), "smiles", ["y"])
+    for item in dataset._items:
+        item.x = item.x.clone()
+        item.x[0, 0] = math.nan if item.row == 1 else item.x[0, 0]
+    config = MoleculeTrainConfig(epochs=3, batch_size=4, seed=1, model={"hidden": 8, "layers": 1})
+    with pytest.raises(GraphInputError, match="x has non-finite values") as caught:
+        train_molecule_model(dataset, config, progress=False)
+    assert not isinstance(caught.value, TrainingDiverged)
+
+
 def test_a_dead_worker_is_told_by_its_exit_code():
     import pickle
     import signal

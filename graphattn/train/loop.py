@@ -11,7 +11,7 @@ import logging
 import math
 import os
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -252,21 +252,17 @@ class EarlyStopping:
 
 @contextlib.contextmanager
 def divergence_named(
-    epoch: int, steps: int, lr: float, model: nn.Module, inputs: tuple[torch.Tensor, ...] = ()
+    epoch: int, steps: int, lr: float, model: nn.Module, inputs: Iterable[torch.Tensor]
 ) -> Iterator[None]:
     """Within this block, part of epoch ``epoch`` after ``steps`` weight updates, a
     non-finite value met inside ``model`` is raised as :class:`TrainingDiverged` when
-    the inputs cannot be its cause, and as the layer's input error otherwise.
-
-    They cannot be once the weights were updated and: it is the second epoch or later
-    (every input went through the model, finite, in the first), a weight is no longer
-    finite, or ``inputs`` (the float tensors just given to the model) are all finite."""
+    its ``inputs`` (the float tensors given to the model in the block; read only then,
+    so an iterable that builds them is fine) cannot be its cause: they are all finite,
+    or a weight is no longer finite. Otherwise it stays the layer's input error."""
     try:
         yield
     except NonFiniteError as error:
-        if steps and (
-            epoch > 1 or _all_finite(inputs, empty=False) or not _all_finite(model.parameters())
-        ):
+        if steps and (_all_finite(inputs) or not _all_finite(model.parameters())):
             raise TrainingDiverged(epoch, lr, str(error)) from error
         raise
 
@@ -278,10 +274,8 @@ def check_finite_loss(value: float, epoch: int, lr: float) -> None:
         raise TrainingDiverged(epoch, lr, f"the training loss is {value}")
 
 
-def _all_finite(tensors, empty: bool = True) -> bool:
-    """Whether every tensor is finite (``empty`` for no tensors at all)."""
-    tensors = list(tensors)
-    return all(bool(t.detach().isfinite().all()) for t in tensors) if tensors else empty
+def _all_finite(tensors: Iterable[torch.Tensor]) -> bool:
+    return all(bool(t.detach().isfinite().all()) for t in tensors)
 
 
 def to_json(payload: dict) -> str:

@@ -873,7 +873,8 @@ def _fit(
             check_finite_loss(value, epoch, config.lr)
             total += value * batch.num_graphs
             count += batch.num_graphs
-        with divergence_named(epoch, steps, config.lr, model):
+        val_inputs = (t for item in val_loader.dataset for t in _float_inputs(item))
+        with divergence_named(epoch, steps, config.lr, model, val_inputs):
             val_pred, val_y, _ = _predict_loader(model, val_loader, scaler, config.task)
         val_value = _validation_value(config.task, metric, val_y, val_pred)
         best = stopper.step(val_value, epoch, model)
