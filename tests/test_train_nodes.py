@@ -174,6 +174,11 @@ def test_node_ids_of_any_sequence_type_and_too_few_label_names(tmp_path):
             rows = list(csv.DictReader(handle))
         assert [row["node_id"] for row in rows] == [str(n) for n in range(100, 134)]
     assert data.node_ids is ids  # the caller's graph is left as it was
+    unlabelled = data.clone()
+    unlabelled.y = unlabelled.y.float()
+    unlabelled.y[5] = float("nan")  # a float label NaN: unlabelled, as before
+    kept = [mask & (torch.arange(34) != 5) for mask in masks]
+    train_node_model(unlabelled, tuple(kept), config, progress=False)
     bad = [
         ("label_names", ["Mr. Hi"], r"label_names has 1 name\(s\), but y holds class 1"),
         ("node_ids", list(range(33)), r"node_ids has 33 id\(s\) for the graph's 34 nodes"),

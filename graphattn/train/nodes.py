@@ -175,18 +175,17 @@ def _mask_dict(masks, y: torch.Tensor) -> dict[str, torch.Tensor]:
     return {part: masks[part] for part in PARTS}
 
 
-def _checked_names(data: Data) -> Data:
+def _checked_names(data: Data, y: torch.Tensor) -> Data:
     """``data`` (a shallow copy) with ``label_names`` and ``node_ids`` as lists, checked
-    against ``y`` and the node count before training: a tensor of ids or too few names
-    used to fail after training, while the run folder was being written."""
+    against ``y`` (the checked labels) and the node count before training: a tensor of
+    ids or too few names used to fail after training, while writing the run folder."""
     names, ids = getattr(data, "label_names", None), getattr(data, "node_ids", None)
     if names is None and ids is None:
         return data
     data = copy.copy(data)
     if names is not None:
         names = _as_list(names)
-        y = getattr(data, "y", None)
-        needed = int(y.max()) + 1 if y is not None and y.numel() else 0
+        needed = int(y.max()) + 1
         if len(names) < needed:
             raise GraphInputError(
                 f"data.label_names has {len(names)} name(s), but y holds class "
@@ -219,10 +218,12 @@ def _check_labels(data) -> torch.Tensor:
     y = data.y.long()
     classes = torch.unique(y[y >= 0]).tolist()
     if len(classes) < 2:
-        names = getattr(data, "label_names", None) or classes
+        names = getattr(data, "label_names", None)
+        names = [] if names is None else _as_list(names)
+        found = [names[c] if c < len(names) else c for c in classes]
         raise GraphInputError(
             f"node classification needs at least 2 classes among the labelled nodes; "
-            f"found {len(classes)}: {[names[c] for c in classes] if classes else []}"
+            f"found {len(classes)}: {found}"
         )
     return y
 
@@ -272,8 +273,8 @@ def train_node_model(
         )
     device = training_device(config.device)
     seed_everything(config.seed)
-    data = _checked_names(data)
     y = _check_labels(data)
+    data = _checked_names(data, y)
     masks = _mask_dict(masks, y)
     features = _node_features(data)
     check_finite(**{"data.x": features})  # named as given, before the model projects it
