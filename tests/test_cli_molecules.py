@@ -73,6 +73,23 @@ def test_predict_keeps_the_users_columns_of_the_same_names(two_target_run, tmp_p
     assert list(rows[0]) == ["smiles", "error", "pred_y", "pred_y_2", "pred_z", "error_2"]
     assert [(r["error"], r["pred_y"]) for r in rows] == [("mine", "0.25"), ("ours", "0.5")]
     assert rows[0]["error_2"] == "" and rows[1]["error_2"] and rows[1]["pred_y_2"] == ""
+    padded = predict_csv(two_target_run, tmp_path, "smiles, pred_y,error ,pred_z_2\nCCO,1,2,3\n")
+    # kept as written, and still renamed around: readers here match names stripped
+    assert list(padded[0]) == [
+        *("smiles", " pred_y", "error ", "pred_z_2"),
+        *("pred_y_2", "pred_z", "error_2"),
+    ]
+
+
+def test_train_renames_repeated_columns_to_names_no_other_column_has():
+    from pathlib import Path
+
+    from graphattn.train.molecules import _unique_header
+
+    # targets row and row_2: target row's label must not become "row_2"
+    names = ["row", "smiles", "row", "row_2", "pred_row", "pred_row_2"]
+    header = _unique_header(names, Path("run"))
+    assert header == ["row", "smiles", "row_3", "row_2", "pred_row", "pred_row_2"]
 
 
 def test_predict_notes_rows_of_several_fragments(two_target_run, tmp_path, capsys):

@@ -684,8 +684,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
     errors = [problem or error for problem, error in zip(problems, errors, strict=True)]
     spread = std if reports_spread(checkpoint) else None
     wanted, preds = prediction_columns(checkpoint["task"], targets, preds, spread)
-    taken = set(header)
-    added = [fresh_name(name, taken) for name in [*wanted, "error"]]
+    # names are matched stripped, as readers here match them; every new name is kept
+    # from the renamed ones, or pred_y_2 could be y's prediction beside a target y_2
+    inputs = {name.strip() for name in header}
+    taken = inputs | {*wanted, "error"}
+    added = [fresh_name(name, taken) if name in inputs else name for name in [*wanted, "error"]]
     renamed = [name for name in added if name not in {*wanted, "error"}]
     if renamed:
         print(f"the input has columns named like the output's: writing {renamed}", file=sys.stderr)

@@ -950,8 +950,11 @@ def _write_run(
 def _unique_header(names: list[str], run_dir: Path) -> list[str]:
     """``names`` with repeats renamed ``name_2``...: a target named ``row``, ``smiles``
     or ``pred_<another target>`` would otherwise hide a column from CSV readers."""
-    taken: set[str] = set()
-    header = [fresh_name(name, taken) for name in names]
+    taken, seen = set(names), set()  # a new name is none of the others (row_2 may be one)
+    header = []
+    for name in names:
+        header.append(fresh_name(name, taken) if name in seen else name)
+        seen.add(name)
     renamed = [new for new, old in zip(header, names, strict=True) if new != old]
     if renamed:
         log.warning(
