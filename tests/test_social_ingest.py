@@ -492,6 +492,11 @@ def test_a_label_column_is_never_also_read_as_an_input(tmp_path):
         load_node_graph(edges, labels=path, label_col="kind", text_col="kind")
     with pytest.raises(GraphInputError, match=named):  # the file passed as features too
         load_node_graph(edges, labels=path, features=path, label_col="kind", text_col="kind")
+    for label_col, text_col in (("kind", -2), (-2, "kind"), (2, -2)):  # -1: the last column
+        with pytest.raises(GraphInputError, match=named):
+            load_node_graph(edges, labels=path, label_col=label_col, text_col=text_col)
+    with pytest.raises(GraphInputError, match="label column 'id' is the id column"):
+        load_node_graph(edges, labels=path, label_col=-4)
     defaulted = "default label column 'name' is the text column"
     with pytest.raises(GraphInputError, match=defaulted):
         load_node_graph(edges, labels=path, features=path, text_col="name")

@@ -333,20 +333,36 @@ def _default_label_column(table: Table, id_at: int) -> int:
     return max(len(table.rows[0][1]) - 1, id_at + 1)
 
 
+def _width(table: Table) -> int:
+    """Columns of a table: its header's, else its first row's (0 when empty)."""
+    return len(table.header) if table.header else len(table.rows[0][1]) if table.rows else 0
+
+
+def _same_column(a: int | None, b: int | None, table: Table) -> bool:
+    """Whether two column positions name one column (-1 is the last, of the header or
+    of the widest line)."""
+    if a is None or b is None:
+        return False
+    if a >= 0 and b >= 0:
+        return a == b
+    width = len(table.header) if table.header else max((len(f) for _, f in table.rows), default=0)
+    return width > 0 and a % width == b % width
+
+
 def _check_label_columns(
     table: Table, id_at: int, label_at: int, text_at: int | None, defaulted: bool
 ) -> None:
     name = column_name(table, label_at)
-    if label_at == id_at:
+    if _same_column(label_at, id_at, table):
         raise GraphInputError(f"{table.path}: the label column {name!r} is the id column")
     if table.rows and all(len(fields) <= label_at for _, fields in table.rows):
         raise GraphInputError(f"{table.path}: no line has a label column {name!r}")
-    if defaulted and label_at == text_at:
+    if defaulted and _same_column(label_at, text_at, table):
         raise GraphInputError(
             f"{table.path}: the default label column {name!r} is the text column; "
             "pass label_col (CLI --label-col)"
         )
-    if label_at == text_at:
+    if _same_column(label_at, text_at, table):
         raise GraphInputError(
             f"{table.path}: the label column {name!r} is also the text column, so each "
             "node's label would be its own input; pass another text_col (CLI --text-col)"
@@ -509,7 +525,7 @@ def _read_node_table(
 def _note_unused_columns(table: Table, used: list[int], labels: Sequence[int] = ()) -> None:
     """Warn about the columns of a feature file that a text column leaves unread (the
     ``labels`` column of a label file that is also the feature file is read)."""
-    width = len(table.header) if table.header else len(table.rows[0][1]) if table.rows else 0
+    width = _width(table)
     read = {c % width for c in (*used, *labels)} if width else set()
     unused = [column_name(table, c) for c in range(width) if c not in read]
     if unused:
@@ -542,7 +558,7 @@ def _feature_columns(
     feature_cols: Sequence[Column] | None,
     skip_cols: Sequence[int] = (),
 ) -> list[int]:
-    width = len(table.header) if table.header else len(table.rows[0][1]) if table.rows else 0
+    width = _width(table)
     skipped = sorted({c % width for c in skip_cols}) if width else []  # -1: the last
     if feature_cols is not None:
         chosen = [column_index(c, table.header, table.path, "feature") for c in feature_cols]
