@@ -256,6 +256,7 @@ def test_float32_text_is_the_shortest_decimal_of_the_same_float32():
 
     cases = {-5.45: "-5.45", 12345678.0: "12345678", 123456.789: "123456.79", 1.0: "1"}
     cases.update({0.0: "0", 2.5e-5: "2.5e-05", 3e20: "3e+20", math.nan: "", math.inf: "inf"})
+    cases.update({1e39: "1e+39", -1e300: "-1e+300", 1e-50: "1e-50"})  # beyond float32
     for value, text in cases.items():
         assert float32_text(value) == text
     for value in np.random.default_rng(0).standard_normal(1000) * 10.0 ** np.arange(-6, 14, 0.02):

@@ -147,7 +147,10 @@ def float32_text(value: float) -> str:
     NaN, a missing value, is an empty cell, as in the input."""
     if np.isnan(value):
         return ""
-    single = np.float32(value)
+    with np.errstate(over="ignore"):
+        single = np.float32(value)
+    if (np.isinf(single) and np.isfinite(value)) or (single == 0 and value != 0):
+        return repr(float(value))  # beyond float32 (from another caller): as Python writes it
     if single == 0 or 1e-4 <= abs(single) < 1e16:
         return np.format_float_positional(single, unique=True, trim="-")
     return np.format_float_scientific(single, unique=True, trim="-")
