@@ -937,3 +937,19 @@ def test_a_forced_kernel_is_refused_with_attention_dropout_in_training_only():
         ):
             layer(x, edge_index)  # the kernel would have left the weights undropped
         assert layer.eval()(x, edge_index).shape == (4, 16)
+
+
+def test_torch_compile_traces_a_default_layer_with_dropout():
+    # auto chose the Numba kernel and dropout drew its mask with Numba: dynamo failed
+    # inside Numba's dispatcher ("exception table entry ... has no offset")
+    from graphattn.nn import GraphTransformerLayer
+
+    torch.manual_seed(0)
+    x = torch.randn(10, 8)
+    edge_index = torch.tensor([list(range(10)), [(i + 1) % 10 for i in range(10)]])
+    layer = GraphTransformerLayer(8, heads=2, dropout=0.1)
+    compiled = torch.compile(layer, backend="aot_eager")  # no C compiler needed
+    compiled(x, edge_index).sum().backward()
+    assert all(p.grad is not None for p in layer.parameters())
+    layer.eval()
+    torch.testing.assert_close(compiled(x, edge_index), layer(x, edge_index))

@@ -426,7 +426,9 @@ class GraphSelfAttention(nn.Module):
             return "reference"
         if self.kernel != "auto":
             return self.kernel
-        if not applies:
+        if not applies or torch.compiler.is_compiling():
+            # torch.compile cannot trace the Numba and Triton kernels' calls (nor the
+            # custom autograd functions around them); the reference kernel is plain torch
             return "reference"
         size = (edges.num_edges, self.heads, self.head_dim)
         numba = numba_usable(device, dtype)

@@ -152,6 +152,8 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
         return x
     if x.device.type != "cpu" or not x.is_floating_point() or not 0 < drop_levels < _LEVELS:
         return F.dropout(x, p, training)
+    if torch.compiler.is_compiling():  # the Numba mask cannot be traced
+        return F.dropout(x, p, training)
     if not _scale_fits(drop_levels, x.dtype):
         return F.dropout(x, p, training)
     # a plain product: autograd saves only the mask, like F.dropout
