@@ -953,3 +953,18 @@ def test_torch_compile_traces_a_default_layer_with_dropout():
     assert all(p.grad is not None for p in layer.parameters())
     layer.eval()
     torch.testing.assert_close(compiled(x, edge_index), layer(x, edge_index))
+
+
+def test_auto_mode_runs_an_unsorted_batch_as_sparse_mode_does():
+    # auto picked dense for these small graphs, whose layout refuses an unsorted batch
+    from graphattn.nn import GraphSelfAttention
+
+    torch.manual_seed(0)
+    x = torch.randn(6, 4)
+    batch = torch.tensor([0, 1, 0, 1, 0, 1])  # two triangles, nodes interleaved
+    edge_index = torch.tensor([[0, 2, 4, 1, 3, 5], [2, 4, 0, 3, 5, 1]])
+    layer = GraphSelfAttention(4, 4, heads=2, mode="auto")
+    expected = layer(x, edge_index, batch=batch, mode="sparse")
+    torch.testing.assert_close(layer(x, edge_index, batch=batch), expected)
+    with pytest.raises(GraphInputError, match="batch must be sorted"):
+        layer(x, edge_index, batch=batch, mode="dense")

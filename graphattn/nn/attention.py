@@ -30,6 +30,7 @@ from graphattn.ops.cost import choose_kernel, choose_mode
 from graphattn.ops.dense import (
     DenseLayout,
     GraphSizes,
+    UnsortedBatchError,
     dense_layout,
     dense_memory_bytes,
     graph_sizes,
@@ -338,7 +339,9 @@ class GraphSelfAttention(nn.Module):
             edge_attr: ``[E, edge_dim]`` edge features (needed iff ``edge_dim`` is set),
                 or a :class:`~graphattn.nn.edge_features.LinearEdgeEncoding` of raw ones
                 (the same result, fewer operations).
-            batch: ``[N]`` graph index of each node (needed by dense mode for batches).
+            batch: ``[N]`` graph index of each node, needed for a batch of several graphs
+                by dense mode and by ``attend="global"`` (without it, a batch is one
+                graph, and global attention would cross graphs).
             return_attention: also return the used edges and their weights.
             mode: override ``self.mode`` for this call.
 
@@ -357,8 +360,11 @@ class GraphSelfAttention(nn.Module):
             sizes = graph_sizes(x.size(0), batch)
             mode = self.resolve_mode(edges, sizes, x.device, x.dtype, return_attention)
             if mode == "dense":
-                layout = dense_layout(x.size(0), batch, x.device)
-                if layout.crossing_edge(edges) is not None:
+                try:
+                    layout = dense_layout(x.size(0), batch, x.device)
+                except UnsortedBatchError:  # only sparse mode runs it
+                    layout, mode = None, "sparse"
+                if layout is not None and layout.crossing_edge(edges) is not None:
                     mode = "sparse"  # edges between graphs: only sparse mode has them
         if mode == "dense":
             layout = layout or dense_layout(x.size(0), batch, x.device)

@@ -65,11 +65,11 @@ class GraphTransformerLayer(nn.Module):
         heads: attention heads; must divide ``channels``.
         ffn_ratio: hidden width of the feed-forward block is ``ffn_ratio * channels``.
         dropout: dropout on both residual branches and inside the feed-forward block.
-        attention_dropout: dropout on the attention weights (0 keeps the fused sparse
-            kernel usable in training).
         norm: ``"layer"``, ``"batch"`` or ``"none"``.
         edge_dim: edge feature width, used by the attention (added to keys and values).
         mode: attention mode, ``"sparse"``, ``"dense"`` or ``"auto"``.
+        attention_dropout: dropout on the attention weights (0 keeps the fused sparse
+            kernel usable in training).
         **attention_kwargs: passed to :class:`GraphSelfAttention` (``score``,
             ``kernel``, ``normalize``, ``add_self_loops``, ...).
 

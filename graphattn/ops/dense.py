@@ -16,7 +16,14 @@ from torch_geometric.utils import to_dense_batch
 from graphattn.errors import GraphInputError
 from graphattn.ops.graph import NEGATIVE_GRAPH_ID, EdgeSet, validate_batch
 
-__all__ = ["DenseLayout", "GraphSizes", "dense_layout", "dense_memory_bytes", "graph_sizes"]
+__all__ = [
+    "DenseLayout",
+    "GraphSizes",
+    "UnsortedBatchError",
+    "dense_layout",
+    "dense_memory_bytes",
+    "graph_sizes",
+]
 
 
 @dataclass
@@ -103,6 +110,11 @@ class GraphSizes(NamedTuple):
     max_nodes: int
 
 
+class UnsortedBatchError(GraphInputError):
+    """A ``batch`` whose graphs' nodes are not contiguous: dense mode cannot pad it
+    (sparse mode, which needs no layout, can run it)."""
+
+
 def graph_sizes(num_nodes: int, batch: Tensor | None) -> GraphSizes:
     """The number of graphs and the largest graph's size, without a full layout.
 
@@ -137,7 +149,7 @@ def dense_layout(
         # sorted, so the first id is the smallest: one synchronisation for both checks
         unsorted, negative = torch.stack([(batch.diff() < 0).any(), batch[0] < 0]).tolist()
         if unsorted:
-            raise GraphInputError(
+            raise UnsortedBatchError(
                 "batch must be sorted (nodes of each graph contiguous), as in PyG"
             )
         if negative:
