@@ -497,6 +497,11 @@ def test_a_label_column_is_never_also_read_as_an_input(tmp_path):
             load_node_graph(edges, labels=path, label_col=label_col, text_col=text_col)
     with pytest.raises(GraphInputError, match="label column 'id' is the id column"):
         load_node_graph(edges, labels=path, label_col=-4)
+    ragged = write(tmp_path, "r.csv", "0,alice,A\n1,bob,B\n2,carol\n")  # -1 on line 3: carol
+    with pytest.raises(GraphInputError, match="is also the text column"):
+        load_node_graph(edges, labels=ragged, label_col=-1, text_col=1)
+    with pytest.raises(GraphInputError, match="no text column -5"):  # past the end: not a clash
+        load_node_graph(edges, labels=path, label_col=2, text_col=-5)
     defaulted = "default label column 'name' is the text column"
     with pytest.raises(GraphInputError, match=defaulted):
         load_node_graph(edges, labels=path, features=path, text_col="name")

@@ -339,14 +339,17 @@ def _width(table: Table) -> int:
 
 
 def _same_column(a: int | None, b: int | None, table: Table) -> bool:
-    """Whether two column positions name one column (-1 is the last, of the header or
-    of the widest line)."""
+    """Whether two column positions name one field on some line (-1 is each line's
+    last field, so lines of every width present are checked; a position past a line's
+    end names nothing there)."""
     if a is None or b is None:
         return False
     if a >= 0 and b >= 0:
         return a == b
-    width = len(table.header) if table.header else max((len(f) for _, f in table.rows), default=0)
-    return width > 0 and a % width == b % width
+    widths = {len(fields) for _, fields in table.rows} | (
+        {len(table.header)} if table.header else set()
+    )
+    return any(-w <= a < w and -w <= b < w and a % w == b % w for w in widths)
 
 
 def _check_label_columns(
