@@ -601,6 +601,17 @@ def test_a_nan_input_met_after_updates_is_still_an_input_error(tmp_path):
     with pytest.raises(GraphInputError, match="x has non-finite values") as caught:
         train_molecule_model(dataset, config, progress=False)
     assert not isinstance(caught.value, TrainingDiverged)
+    # a descriptor reaches the loss without a layer's check: its NaN made the loss NaN,
+    # which was taken for divergence
+    featurizer = MoleculeFeaturizer(descriptors=True)
+    dataset = MoleculeCSV(tmp_path / "m.csv", "smiles", ["y"], featurizer=featurizer)
+    for item in dataset._items:
+        item.mol_x = item.mol_x.clone()
+        item.mol_x[0, 0] = math.nan if item.row == 1 else item.mol_x[0, 0]
+    named = r"data row 1, counted from 0: 'CCO': descriptor 0 \(mol_x\) is nan"
+    with pytest.raises(GraphInputError, match=named) as caught:
+        train_molecule_model(dataset, config, progress=False)
+    assert not isinstance(caught.value, TrainingDiverged)
 
 
 def test_a_dead_worker_is_told_by_its_exit_code():

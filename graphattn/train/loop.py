@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from graphattn.errors import GraphInputError, NonFiniteError, TrainingDiverged
+from graphattn.ops.graph import check_finite
 from graphattn.train.checkpoint import CHECKPOINT_NAME
 
 __all__ = [
@@ -267,10 +268,12 @@ def divergence_named(
         raise
 
 
-def check_finite_loss(value: float, epoch: int, lr: float) -> None:
-    """Raise :class:`TrainingDiverged` for a non-finite training loss (after the update
-    it came from: the weights are no longer usable)."""
+def check_finite_loss(value: float, epoch: int, lr: float, inputs: dict[str, torch.Tensor]) -> None:
+    """For a non-finite training loss, raise the input error naming a non-finite entry of
+    ``inputs`` (the float tensors given to the model, by name: some, such as whole-
+    molecule descriptors, reach the loss unchecked), else :class:`TrainingDiverged`."""
     if not math.isfinite(value):
+        check_finite(**inputs)
         raise TrainingDiverged(epoch, lr, f"the training loss is {value}")
 
 

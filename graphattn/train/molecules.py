@@ -447,6 +447,8 @@ def train_molecule_model(
         parts = {name: [transform(d.clone()) for d in part] for name, part in parts.items()}
     eval_loaders = {name: _eval_loader(parts[name]) for name in ("train", "val", "test")}
     metric = _selection_metric(task, part_targets["val"], len(parts["val"]))
+    if model_config.mol_dim:
+        _check_descriptors(parts)
     train_descriptors = (
         torch.cat([d.mol_x for d in parts["train"]]) if model_config.mol_dim else None
     )
@@ -862,7 +864,8 @@ def _fit(
         for batch in train_loader:
             batch = batch.to(device)
             optimizer.zero_grad()
-            with divergence_named(epoch, steps, config.lr, model, _float_inputs(batch)):
+            inputs = _float_inputs(batch)
+            with divergence_named(epoch, steps, config.lr, model, inputs.values()):
                 loss = masked_loss(model(batch), scaler.transform(batch.y), config.task)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
@@ -870,10 +873,10 @@ def _fit(
             schedule.step()
             steps += 1
             value = loss.item()
-            check_finite_loss(value, epoch, config.lr)
+            check_finite_loss(value, epoch, config.lr, inputs)
             total += value * batch.num_graphs
             count += batch.num_graphs
-        val_inputs = (t for item in val_loader.dataset for t in _float_inputs(item))
+        val_inputs = (t for item in val_loader.dataset for t in _float_inputs(item).values())
         with divergence_named(epoch, steps, config.lr, model, val_inputs):
             val_pred, val_y, _ = _predict_loader(model, val_loader, scaler, config.task)
         val_value = _validation_value(config.task, metric, val_y, val_pred)
@@ -894,13 +897,33 @@ def _fit(
     return history, stopper.best_epoch
 
 
-def _float_inputs(batch) -> tuple[torch.Tensor, ...]:
-    """The batch's floating-point tensors (atom and bond features, descriptors)."""
-    return tuple(
-        value
+def _check_descriptors(parts: dict[str, list]) -> None:
+    """Raise naming the first molecule whose descriptors (``mol_x``) are not finite: they
+    reach the loss through no layer's check, and the training set's would set every
+    molecule's standardisation to NaN (graphattn's featurizer makes them finite; a
+    custom one may not)."""
+    for part in parts.values():
+        for data in part:
+            finite = data.mol_x.isfinite()
+            if not bool(finite.all()):
+                column = int((~finite).nonzero()[0, -1])
+                value = float(data.mol_x.reshape(-1)[int((~finite).reshape(-1).nonzero()[0])])
+                raise GraphInputError(
+                    describe_row(
+                        int(data.row),
+                        f"{data.smiles!r}: descriptor {column} (mol_x) is {value}; "
+                        "descriptors must be finite",
+                    )
+                )
+
+
+def _float_inputs(batch) -> dict[str, torch.Tensor]:
+    """The batch's floating-point tensors by name (atom and bond features, descriptors)."""
+    return {
+        key: value
         for key, value in batch.items()
         if key != "y" and isinstance(value, torch.Tensor) and value.is_floating_point()
-    )
+    }
 
 
 def _validation_value(task: str, metric: str, y: np.ndarray, pred: np.ndarray) -> float:

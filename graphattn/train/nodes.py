@@ -327,7 +327,7 @@ def train_node_model(
         loss.backward()
         optimizer.step()
         record = {"epoch": epoch, "train_loss": loss.item()}
-        check_finite_loss(record["train_loss"], epoch, config.lr)
+        check_finite_loss(record["train_loss"], epoch, config.lr, {"data.x": x})
         if has_val:
             with divergence_named(epoch, epoch, config.lr, model, (x,)):
                 pred = _predict(model, x, edge_index, eval_inputs)
