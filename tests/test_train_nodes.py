@@ -179,6 +179,9 @@ def test_node_ids_of_any_sequence_type_and_too_few_label_names(tmp_path):
     unlabelled.y[5] = float("nan")  # a float label NaN: unlabelled, as before
     kept = [mask & (torch.arange(34) != 5) for mask in masks]
     train_node_model(unlabelled, tuple(kept), config, progress=False)
+    unlabelled.y[5] = 2.7  # float labels must be whole numbers (the cast truncated it)
+    with pytest.raises(GraphInputError, match=r"y\[5\] = 2.7 is not a whole class number"):
+        train_node_model(unlabelled, tuple(kept), config, progress=False)
     bad = [
         ("label_names", ["Mr. Hi"], r"label_names has 1 name\(s\), but y holds class 1"),
         ("node_ids", list(range(33)), r"node_ids has 33 id\(s\) for the graph's 34 nodes"),

@@ -38,8 +38,10 @@ def interrupts_not_lost() -> Iterator[None]:
     """Within this block, a ``KeyboardInterrupt`` that Python had to ignore is raised
     again in the main thread (:func:`_thread.interrupt_main`, which calls the SIGINT
     handler: nothing happens if SIGINT is ignored). One still waiting for its delay when
-    the block ends is raised as the block exits, never later. Other exceptions that
+    the block ends is delivered as the block exits, never later. Other exceptions that
     cannot be raised go to the hook that was in place before, which is restored on exit.
+    Use it in the main thread (where Python raises ``KeyboardInterrupt``), one block at
+    a time: the hook is process-wide.
     """
     previous = sys.unraisablehook
     lock = threading.Lock()
@@ -73,5 +75,5 @@ def interrupts_not_lost() -> Iterator[None]:
             missed = state["waiting"] > 0
         for timer in timers:
             timer.cancel()
-        if missed:
-            raise KeyboardInterrupt
+        if missed:  # delivered now, through the SIGINT handler like the others
+            _thread.interrupt_main()

@@ -215,7 +215,14 @@ def _check_labels(data) -> torch.Tensor:
             "the graph has no labels y (from_networkx(..., label_attr=NAME) or a label file "
             "gives them)"
         )
-    y = data.y.long()
+    y = data.y
+    if y.is_floating_point():  # NaN marks an unlabelled node; casting it is CPU-dependent
+        known = y.isfinite()
+        if not bool((y[known] == y[known].round()).all()):
+            bad = int((known & (y != y.round())).nonzero()[0])
+            raise GraphInputError(f"y[{bad}] = {float(y[bad]):g} is not a whole class number")
+        y = torch.where(known, y, torch.full_like(y, -1))
+    y = y.long()
     classes = torch.unique(y[y >= 0]).tolist()
     if len(classes) < 2:
         names = getattr(data, "label_names", None)
