@@ -1,6 +1,7 @@
 """Per-node classification with edge-restricted attention (semi-supervised).
 
-features -> input dropout -> linear -> L x GraphTransformerLayer -> norm -> linear -> logits
+features -> input dropout -> linear -> L x GraphTransformerLayer -> norm -> dropout -> linear
+-> logits
 
 With ``label_inputs=True`` the model also reads the known training labels of the
 nodes as an input (one-hot, zeros where unknown), as in masked label prediction
