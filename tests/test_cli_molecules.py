@@ -590,6 +590,22 @@ def test_evaluate_names_its_failed_rows_and_fails_when_nothing_is_scored(
     assert short == {"row": 1, "smiles": "CCCl", "reason": "row has 2 fields, the header has 3"}
 
 
+def test_evaluate_out_to_stdout_prints_the_json_once(two_target_run, tmp_path):
+    # it printed the metrics and wrote them to --out, the same stream: not JSON any more
+    import subprocess
+    import sys
+
+    source = tmp_path / "in.csv"
+    source.write_text("smiles,y\nCCO,-0.5\nCCN,0.2\nCCCl,1\n")
+    argv = ["evaluate", "--model", str(two_target_run), "--csv", str(source), "--no-progress"]
+    argv += ["--target-col", "y"]
+    command = [sys.executable, "-m", "graphattn.cli.main", *argv, "--out", "/dev/stdout"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["num_scored"]["y"] == 3
+
+
 def test_predict_fails_when_no_row_could_be_predicted(two_target_run, tmp_path, capsys):
     # a --smiles-col that exists but holds names wrote an all-empty file and exited 0
     source, out = tmp_path / "in.csv", tmp_path / "out.csv"

@@ -889,7 +889,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     text = to_json(result)
-    print(text)
+    if not (args.out and _same_file(args.out, Path("/dev/stdout"))):  # else printed twice
+        print(text)
     if args.out:
         with _output(args.out) as handle:
             handle.write(text + "\n")
