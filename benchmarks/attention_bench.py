@@ -19,7 +19,7 @@ from pathlib import Path
 from _common import nonnegative_int, positive_float, positive_int, run_main
 
 from graphattn.bench.cases import SUITES
-from graphattn.bench.runner import exit_status, run_benchmarks
+from graphattn.bench.runner import exit_status, run_benchmarks, written_line
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,9 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         paired_rounds=args.paired_rounds,
     )
     print(json.dumps(result["derived"]["targets"], indent=2))
-    cases = result["cases"]
-    measured = sum(1 for case in cases if case.get("status") == "ok")
-    print(f"wrote {len(cases)} cases ({measured} measured) to {args.out}")
+    print(written_line(result, args.out))
     return exit_status(result, "attention_bench.py")
 
 

@@ -1248,6 +1248,9 @@ def test_run_problems_name_the_failed_cases_and_the_suites_that_measured_nothing
         "suite training: nothing measured (no ESOL)",
     ]
     assert run_problems({"cases": cases[:1]}) == []
+    from graphattn.bench.runner import written_line
+
+    assert written_line({"cases": cases}, "out") == "wrote 3 cases (1 measured) to out"
 
 
 def test_bench_exits_1_when_a_case_failed(tmp_path: Path, monkeypatch, capsys) -> None:

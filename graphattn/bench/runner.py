@@ -54,6 +54,7 @@ __all__ = [
     "resolve_device",
     "run_problems",
     "run_benchmarks",
+    "written_line",
 ]
 
 SCHEMA_VERSION = 1
@@ -320,6 +321,13 @@ def run_problems(result: dict) -> list[str]:
             reasons = sorted({str(c.get("reason", c.get("status"))) for c in ran})
             lines.append(f"suite {suite}: nothing measured ({'; '.join(reasons)})")
     return lines
+
+
+def written_line(result: dict, out_dir: Path | str) -> str:
+    """The line a command prints once the bench has run: cases written, and measured."""
+    cases = result["cases"]
+    measured = sum(1 for case in cases if case.get("status") == "ok")
+    return f"wrote {len(cases)} cases ({measured} measured) to {out_dir}"
 
 
 def exit_status(result: dict, prog: str) -> int:

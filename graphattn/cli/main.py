@@ -902,7 +902,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from graphattn.bench.runner import exit_status, run_benchmarks
+    from graphattn.bench.runner import exit_status, run_benchmarks, written_line
 
     result = run_benchmarks(
         out_dir=args.out,
@@ -914,9 +914,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         paired_rounds=args.paired_rounds,
         suites=args.suites,
     )
-    cases = result["cases"]
-    measured = sum(1 for case in cases if case.get("status") == "ok")
-    print(f"wrote {len(cases)} cases ({measured} measured) to {args.out}")
+    print(written_line(result, args.out))
     return exit_status(result, "graphattn bench")
 
 

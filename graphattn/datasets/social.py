@@ -360,12 +360,12 @@ def _check_label_columns(
         raise GraphInputError(f"{table.path}: the label column {name!r} is the id column")
     if table.rows and all(len(fields) <= label_at for _, fields in table.rows):
         raise GraphInputError(f"{table.path}: no line has a label column {name!r}")
-    if defaulted and _same_column(label_at, text_at, table):
-        raise GraphInputError(
-            f"{table.path}: the default label column {name!r} is the text column; "
-            "pass label_col (CLI --label-col)"
-        )
     if _same_column(label_at, text_at, table):
+        if defaulted:
+            raise GraphInputError(
+                f"{table.path}: the default label column {name!r} is the text column; "
+                "pass label_col (CLI --label-col)"
+            )
         raise GraphInputError(
             f"{table.path}: the label column {name!r} is also the text column, so each "
             "node's label would be its own input; pass another text_col (CLI --text-col)"

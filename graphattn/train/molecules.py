@@ -904,15 +904,14 @@ def _check_descriptors(parts: dict[str, list]) -> None:
     custom one may not)."""
     for part in parts.values():
         for data in part:
-            finite = data.mol_x.isfinite()
-            if not bool(finite.all()):
-                column = int((~finite).nonzero()[0, -1])
-                value = float(data.mol_x.reshape(-1)[int((~finite).reshape(-1).nonzero()[0])])
+            bad = (~data.mol_x.isfinite()).nonzero()
+            if len(bad):
+                where = tuple(bad[0].tolist())
                 raise GraphInputError(
                     describe_row(
                         int(data.row),
-                        f"{data.smiles!r}: descriptor {column} (mol_x) is {value}; "
-                        "descriptors must be finite",
+                        f"{data.smiles!r}: descriptor {where[-1]} (mol_x) is "
+                        f"{float(data.mol_x[where])}; descriptors must be finite",
                     )
                 )
 

@@ -218,8 +218,9 @@ def _check_labels(data) -> torch.Tensor:
     y = data.y
     if y.is_floating_point():  # NaN marks an unlabelled node; casting it is CPU-dependent
         known = y.isfinite()
-        if not bool((y[known] == y[known].round()).all()):
-            bad = int((known & (y != y.round())).nonzero()[0])
+        fractional = (known & (y != y.round())).nonzero()
+        if len(fractional):
+            bad = int(fractional[0])
             raise GraphInputError(f"y[{bad}] = {float(y[bad]):g} is not a whole class number")
         y = torch.where(known, y, torch.full_like(y, -1))
     y = y.long()
