@@ -29,7 +29,9 @@ print(f"{metrics['test']['correct']}/{metrics['test']['total']} members labelled
 
 model = metrics["model"].eval()
 with torch.no_grad():
-    logits, attentions = model(data.x, data.edge_index, return_attention=True)
+    # a model with label inputs reads the training labels too (None here: 2 of 34)
+    known = metrics["known_labels"]
+    logits, attentions = model(data.x, data.edge_index, known, return_attention=True)
 graph = to_networkx(data, predictions=logits.argmax(-1), attention=attentions[-1])
 strongest = max(graph.edges(data=True), key=lambda e: e[2].get("attention", 0))
 print("most attended tie in the last layer:", strongest[:2], round(strongest[2]["attention"], 3))

@@ -50,6 +50,19 @@ def check_count(name: str, value: object, least: int = 1) -> int:
     return count
 
 
+def check_seed(seed: object) -> int:
+    """``seed`` as an ``int`` from 0 to 2**64 - 1 (the 64 bits a torch generator takes:
+    a larger seed would be folded onto a smaller one, and two runs that name different
+    seeds would be the same), else a :class:`GraphInputError` naming it."""
+    try:
+        value = None if isinstance(seed, bool) else operator.index(seed)
+    except TypeError:
+        value = None
+    if value is None or not 0 <= value < 2**64:
+        raise GraphInputError(f"seed must be a whole number from 0 to 2**64 - 1, got {seed!r}")
+    return value
+
+
 def is_real(value: object) -> bool:
     """Whether ``value`` is a real number (NumPy's included; ``bool`` is not one here)."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)

@@ -296,3 +296,20 @@ def test_every_argument_of_the_public_classes_is_documented(cls):
             if name not in own and not re.search(rf"\b{name}\b", shapes)
         ]
         assert missing == [], f"{cls.__name__}.forward does not document {missing}"
+
+
+def test_atom_features_of_another_width_are_named():
+    # was "mat1 and mat2 shapes cannot be multiplied" from torch (bond and descriptor
+    # widths were already checked)
+    model = MoleculeModel(small_config()).eval()
+    wider = MoleculeFeaturizer(contributions=True)("CCO")
+    with pytest.raises(
+        GraphInputError,
+        match=rf"data.x must be \[num_atoms, {FEATURIZER.atom_dim}\].*got \[3, {wider.x.size(1)}\]",
+    ):
+        model(wider)
+    nodes = NodeClassifier(NodeModelConfig(5, 3, hidden=8, heads=2)).eval()
+    edge_index = torch.tensor([[0, 1], [1, 2]])
+    with pytest.raises(GraphInputError, match=r"x must be \[N, 5\] .*in_channels=5.*got \[3, 4\]"):
+        nodes(torch.randn(3, 4), edge_index)
+    assert nodes(torch.randn(3, 5), edge_index).shape == (3, 3)

@@ -359,6 +359,8 @@ def test_dataset_featurizer_is_the_loaders_default_with_overrides():
     assert dataset_featurizer("freesolv").contributions is False
     with pytest.raises(KeyError, match="unknown molecule data set"):
         dataset_featurizer("tox21")
+    with pytest.raises(KeyError, match=r"unknown molecule data set 'tox21'; known: \['esol'"):
+        load_molecule_dataset("tox21", featurizer=MoleculeFeaturizer())  # was KeyError: 'tox21'
     # one model name as a string is refused, not split into letters
     with pytest.raises(GraphInputError, match="xtb must be a list or tuple, got the string"):
         dataset_featurizer("esol", xtb="gfn2")

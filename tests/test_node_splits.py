@@ -116,10 +116,13 @@ def test_masks_never_overlap_and_cover_labelled_nodes(counts, unlabelled, k, see
         assert [int((masks[0] & (y == c)).sum()) for c in range(len(counts))] == [k] * len(counts)
 
 
-def test_every_class_gets_a_training_node_even_when_rounding_gives_none():
+def test_every_class_gets_a_training_node_even_when_rounding_gives_none(caplog):
     y = torch.arange(10)  # ten classes of one node: round(0.4 * 1) = 0
-    train, val, test = node_split_masks(y, (0.4, 0.3, 0.3), seed=0)
+    with caplog.at_level("WARNING"):  # all ten train: val and test were empty silently
+        train, val, test = node_split_masks(y, (0.4, 0.3, 0.3), seed=0)
     assert train.all() and not val.any() and not test.any()
+    assert "of 10 labelled node(s) leave the validation part without nodes (no early" in caplog.text
+    assert "leave the test part without nodes (no test metrics)" in caplog.text
     pairs = torch.tensor([0, 0, 1, 1, 2, 2])  # round(0.2 * 2) = 0
     train, _, _ = node_split_masks(pairs, (0.2, 0.4, 0.4), seed=0)
     assert sorted(pairs[train].tolist()) == [0, 1, 2]
@@ -131,19 +134,83 @@ def test_a_part_given_fraction_0_gets_no_node():
     y = torch.tensor([0] * 5 + [1] * 9)
     train, val, test = node_split_masks(y, fractions=(0.5, 0.5, 0.0), seed=0)
     assert not test.any() and int(train.sum()) + int(val.sum()) == 14
-    assert [int((train & (y == c)).sum()) for c in (0, 1)] == [2, 4]
+    # 7 and 7 of 14: round(2.5) + round(4.5) = 6 training nodes, and one moved over
+    assert [int((train & (y == c)).sum()) for c in (0, 1)] == [3, 4]
     train, val, test = node_split_masks(y, fractions=(0.5, 0.0, 0.5), seed=0)
     assert not val.any() and int(train.sum()) + int(test.sum()) == 14
     train, val, test = node_split_masks(y, fractions=(1.0, 0.0, 0.0), seed=0)
     assert train.sum() == 14 and not (val | test).any()
 
 
-def test_node_seeds_beyond_64_bits():
+def test_node_seeds_beyond_64_bits_are_refused_not_folded():
+    # seed 2**64 + 5 gave seed 5's split, and metrics.json recorded a different seed
     from graphattn.train.loop import torch_seed
 
-    assert torch_seed(2**64 + 5) == 5 and torch_seed(7) == 7
+    assert torch_seed(2**64 + 5) == 5 and torch_seed(7) == 7  # member seeds still wrap
     assert torch_seed(2**64) == 0 and torch_seed(2**64 - 1) == 2**64 - 1  # the edge
     y = torch.tensor([0, 1] * 10)
-    masks = node_split_masks(y, (0.5, 0.25, 0.25), seed=2**64 + 5)
-    for got, want in zip(masks, node_split_masks(y, (0.5, 0.25, 0.25), seed=5), strict=True):
-        assert torch.equal(got, want)
+    for seed in (2**64 + 5, 2**64, -1, 1.5, True):
+        with pytest.raises(
+            GraphInputError, match=r"seed must be a whole number from 0 to 2\*\*64 - 1"
+        ):
+            node_split_masks(y, (0.5, 0.25, 0.25), seed=seed)
+    assert node_split_masks(y, (0.5, 0.25, 0.25), seed=2**64 - 1)[0].sum() == 10
+
+
+@pytest.mark.parametrize(
+    ("counts", "fractions", "per_class", "expected"),
+    [
+        ([5] * 20, (0.8, 0.1, 0.1), None, [80, 10, 10]),  # was 80, 0, 20
+        ([3] * 20, (0.6, 0.2, 0.2), None, [36, 12, 12]),  # was 40, 20, 0
+        ([5] * 20, (0.0, 0.5, 0.5), 2, [40, 30, 30]),  # was 40, 40, 20
+        ([17, 17], (0.6, 0.2, 0.2), None, [20, 7, 7]),  # karate: was 20, 6, 8
+        ([3] * 20, (0.1, 0.45, 0.45), None, [20, 20, 20]),  # one train node per class kept
+    ],
+)
+def test_part_sizes_follow_the_fractions_over_all_classes(counts, fractions, per_class, expected):
+    # each class was rounded alone, with the same error in every class: whole parts
+    # came out empty or doubled
+    y = torch.cat([torch.full((n,), c) for c, n in enumerate(counts)])
+    masks = node_split_masks(y, fractions, labels_per_class=per_class, seed=0)
+    assert [int(m.sum()) for m in masks] == expected
+    for c, n in enumerate(counts):  # each class within one node of its own share
+        in_class = [int((m & (y == c)).sum()) for m in masks]
+        assert sum(in_class) == n and in_class[0] >= 1
+        if per_class is None:
+            assert all(
+                abs(got - f * n) < 1 + 1e-9
+                for got, f in zip(in_class[1:], fractions[1:], strict=True)
+            )
+        else:
+            assert in_class[0] == per_class
+
+
+def test_the_facebook_sized_default_split_is_each_classs_rounding():
+    # where the classes' roundings already add up to the parts' totals, nothing moves:
+    # the stored facebook-pages figures were made with these masks
+    counts = [6495, 6880, 5768, 3327]
+    y = torch.cat([torch.full((n,), c) for c, n in enumerate(counts)])
+    masks = node_split_masks(y, seed=3)
+    for c, n in enumerate(counts):
+        assert [int((m & (y == c)).sum()) for m in masks] == [
+            round(0.6 * n),
+            round(0.2 * n),
+            n - round(0.6 * n) - round(0.2 * n),
+        ]
+
+
+def test_split_arguments_that_are_not_numbers_are_named():
+    from graphattn.splits.molecules import random_split, scaffold_split, split_sizes
+
+    with pytest.raises(GraphInputError, match="fractions must be 3 numbers"):
+        split_sizes(10, ("a", 0.5, 0.5))  # was float()'s bare ValueError
+    with pytest.raises(GraphInputError, match="fractions must be three non-negative numbers"):
+        node_split_masks(torch.tensor([0, 1] * 5), ("a", 0.5, 0.5))
+    with pytest.raises(GraphInputError, match=r"seed must be a whole number"):
+        random_split(10, seed=-1)  # was NumPy's "expected non-negative integer"
+    with pytest.raises(GraphInputError, match=r"seed must be a whole number"):
+        scaffold_split(["CCO", "c1ccccc1"], seed=2**64)
+    with pytest.raises(GraphInputError, match="scaffold_split: molecule 1"):
+        scaffold_split(["CCO", None, "CCN"])  # was a TypeError
+    with pytest.raises(GraphInputError, match="labels_per_class must be an integer >= 1, got 2.0"):
+        node_split_masks(torch.tensor([0, 1] * 5), labels_per_class=2.0)

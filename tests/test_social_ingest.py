@@ -108,6 +108,30 @@ def test_missing_node_attribute_names_the_node():
         from_networkx(G, node_attrs=["w"])
 
 
+def test_a_single_attribute_name_given_as_a_string_is_refused():
+    # "age" was read letter by letter: "node 0 has no attribute 'a'"
+    G = nx.path_graph(3)
+    nx.set_node_attributes(G, 1.0, "age")
+    with pytest.raises(
+        GraphInputError, match="node_attrs must be a list or tuple of names, got the string 'age'"
+    ):
+        from_networkx(G, node_attrs="age")
+    assert from_networkx(G, node_attrs=["age"]).x.shape == (3, 1)
+
+
+def test_to_networkx_names_predictions_of_the_wrong_size_and_reads_float_labels():
+    data = from_networkx(nx.path_graph(3))
+    for wrong in (torch.zeros(2, dtype=torch.long), torch.tensor(1), torch.zeros(3, 2, 2)):
+        with pytest.raises(
+            GraphInputError, match=r"predictions must be \[3\] classes or \[3, C\] scores"
+        ):
+            to_networkx(data, predictions=wrong)  # was a zip() error
+    data.y = torch.tensor([1.0, float("nan"), 0.0])  # NaN: unlabelled
+    data.label_names = ["no", "yes"]
+    G = to_networkx(data)  # a float label was a list index: TypeError
+    assert [G.nodes[n].get("label") for n in G] == ["yes", None, "no"]
+
+
 def test_to_networkx_predictions_and_attention():
     data = from_networkx(nx.path_graph(3), label_attr=None)
     data.label_names = ["no", "yes"]

@@ -16,6 +16,7 @@ import torch
 
 from graphattn.cli.main import main
 from graphattn.datasets.molecules import MoleculeCSV, load_molecule_dataset
+from graphattn.errors import GraphInputError
 from graphattn.featurize.molecule import MoleculeFeaturizer
 from graphattn.models.molecule import MoleculeModel, MoleculeModelConfig
 from graphattn.train.checkpoint import load_checkpoint
@@ -92,6 +93,9 @@ def test_checkpoint_loads_safely_and_reproduces_the_predictions(esol_run):
     mean, std = (torch.tensor(checkpoint["scaler"][k]) for k in ("mean", "std"))
     loaded, _ = predict_molecules(run_dir, smiles)
     np.testing.assert_allclose(loaded, (direct * std + mean).numpy(), rtol=1e-5, atol=1e-5)
+    # without a run folder, the returned scaler gives the same target units
+    in_units = metrics["scaler"].inverse(direct)
+    np.testing.assert_allclose(loaded, in_units.numpy(), rtol=1e-5, atol=1e-5)
     again, _ = load_molecule_model(run_dir)
     assert all(
         torch.equal(a, b)
@@ -1037,7 +1041,7 @@ def test_splits_and_targets_the_trainer_cannot_use_are_errors(tmp_path):
         ({"lr": float("nan")}, "lr must be a finite number, 0 or more, got nan"),
         ({"weight_decay": -0.1}, "weight_decay must be a finite number, 0 or more, got -0.1"),
         ({"patience": 0}, "patience must be at least 1 epoch, got 0"),
-        ({"seed": -1}, "seed must be 0 or more, got -1"),
+        ({"seed": -1}, r"seed must be a whole number from 0 to 2\*\*64 - 1, got -1"),
         ({"batch_size": 0}, "batch_size must be at least 1, got 0"),
         ({"warmup_epochs": -1}, "warmup_epochs must be 0 or more, got -1"),
         ({"max_seconds": 0}, "max_seconds must be positive, got 0"),
@@ -1524,3 +1528,139 @@ def test_config_values_of_other_types_are_written_and_bad_ones_refused_first(tmp
     with pytest.raises(GraphInputError, match=r"MoleculeTrainConfig.init_from = .* cannot be"):
         train_molecule_model(dataset, bad, run_dir=run, progress=False)
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before  # the earlier run kept
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"epochs": 2.0},
+        {"batch_size": 16.0},
+        {"seed": 1.5},
+        {"ensemble": 2.0},
+        {"warmup_epochs": 1.5},
+    ],
+)
+def test_molecule_counts_given_as_floats_are_named_before_training(tmp_path, setting):
+    # a YAML or JSON config may hold 2.0: it failed inside Python, NumPy or torch, or,
+    # for warmup_epochs, was used as given
+    dataset = MoleculeCSV(write_alcohols(tmp_path / "m.csv"), target_cols=["y"])
+    ((name, value),) = setting.items()
+    with pytest.raises(
+        GraphInputError, match=rf"{name} must be a whole number \(an int\), got {value}"
+    ):
+        train_molecule_model(dataset, MoleculeTrainConfig(**setting), progress=False)
+    assert (
+        train_molecule_model(
+            dataset,
+            MoleculeTrainConfig(epochs=np.int64(1), model={"hidden": 8, "heads": 2}),
+            progress=False,
+        )["epochs_run"]
+        == 1
+    )
+
+
+def test_the_kept_epoch_of_several_targets_does_not_depend_on_their_units(tmp_path):
+    # selection averaged the targets' RMSEs in their own units: a target in 1e4 decided
+    # the best epoch alone (epoch 16 or 33 of the same run, by the units, in the audit)
+    from graphattn.train.molecule_inference import TargetScaler
+    from graphattn.train.molecules import _validation_value
+
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=(20, 2))
+    pred = y + rng.normal(scale=[0.5, 0.1], size=(20, 2))
+    scale = np.array([1e-3, 1e4])
+    values = []
+    for units in (np.ones(2), scale):
+        scaler = TargetScaler.fit(torch.from_numpy(y * units))
+        values.append(
+            _validation_value("regression", "scaled_rmse", y * units, pred * units, scaler)
+        )
+    assert values[0] == pytest.approx(values[1], rel=1e-5)
+    shifted = np.column_stack([y[:, 0], y[:, 1] + 0.3])  # 0.3 sd off on the second target
+    scaler = TargetScaler.fit(torch.from_numpy(y))
+    assert _validation_value("regression", "scaled_rmse", y, shifted, scaler) > 0.1
+
+    def run(units: tuple[float, float], name: str) -> tuple[dict, list]:
+        rows = "".join(
+            f"{'C' * n}{end},{(n * 0.5 + shift) * units[0]},{(n % 3 + shift) * units[1]}\n"
+            for end, shift in {"O": 0.0, "N": 1.0, "Cl": -2.0}.items()
+            for n in range(1, 13)
+        )
+        (tmp_path / f"{name}.csv").write_text("smiles,a,b\n" + rows)
+        dataset = MoleculeCSV(tmp_path / f"{name}.csv", target_cols=["a", "b"])
+        config = tiny_config(epochs=6, patience=6, seed=1)
+        metrics = train_molecule_model(dataset, config, run_dir=tmp_path / name, progress=False)
+        history = json.loads((tmp_path / name / "history.json").read_text())["history"]
+        return metrics, history
+
+    plain, plain_history = run((1.0, 1.0), "plain")
+    scaled, scaled_history = run((1e-3, 1e4), "scaled")
+    assert plain["selection_metric"] == scaled["selection_metric"] == "val_scaled_rmse"
+    assert plain["best_epoch"] == scaled["best_epoch"]
+    np.testing.assert_allclose(
+        [h["val_scaled_rmse"] for h in plain_history],
+        [h["val_scaled_rmse"] for h in scaled_history],
+        rtol=1e-3,
+    )
+    # the reported metrics stay in each target's own units
+    assert scaled["val"]["per_target"]["b"]["rmse"] == pytest.approx(
+        1e4 * plain["val"]["per_target"]["b"]["rmse"], rel=1e-3
+    )
+
+
+def test_the_validation_loss_is_on_the_training_losss_scale(tmp_path):
+    from graphattn.train.molecule_inference import TargetScaler
+    from graphattn.train.molecules import _validation_value
+
+    y = np.array([[1.0], [3.0], [5.0]])
+    pred = np.array([[2.0], [3.0], [4.0]])
+    scaler = TargetScaler.fit(torch.from_numpy(y))  # std 1.633
+    expected = float(np.mean(((pred - y) / y.std()) ** 2))
+    assert _validation_value("regression", "loss", y, pred, scaler) == pytest.approx(
+        expected, rel=1e-6
+    )
+
+
+def test_targets_that_float32_rounds_beyond_their_spread_are_warned_about(tmp_path, caplog):
+    # 1e7 + logS was read as whole numbers (9999996.7 became 9999997), without a word
+    source = tmp_path / "offset.csv"
+    values = [1e7 + v for v in (-0.3, 1.2, -2.5, 0.7, 1.9)]
+    source.write_text(
+        "smiles,E,F\n"
+        + "".join(f"{'C' * (i + 1)}O,{v!r},{v - 1e7:.3f}\n" for i, v in enumerate(values))
+    )
+    with caplog.at_level("WARNING"):
+        dataset = MoleculeCSV(source, target_cols=["E", "F"])
+    warned = [r.getMessage() for r in caplog.records if "float32" in r.getMessage()]
+    assert len(warned) == 1 and "target 'E' is stored in float32" in warned[0]
+    assert "subtract a constant" in warned[0]
+    assert dataset.targets[:, 0].tolist() != pytest.approx(values, abs=0.1)  # what is warned
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        MoleculeCSV(write_chains(tmp_path / "chains.csv"), target_cols=["y"])
+    assert "float32" not in caplog.text
+
+
+def test_a_target_the_run_cannot_learn_or_score_is_named(tmp_path, caplog):
+    # one class only in training, or no labelled test molecule: null metrics and exit 0,
+    # without a word (validation had its own warning)
+    from graphattn.splits.molecules import random_split
+
+    config = tiny_config(task="classification", epochs=1, seed=0)
+    test = set(random_split(36, config.fractions, config.seed)["test"].tolist())
+    chains = [f"{'C' * n}{end}" for end in ("O", "N", "Cl") for n in range(1, 13)]
+    rows = "".join(f"{smiles},0,{'' if i in test else i % 2}\n" for i, smiles in enumerate(chains))
+    source = tmp_path / "m.csv"
+    source.write_text("smiles,never,parity\n" + rows)
+    dataset = MoleculeCSV(source, target_cols=["never", "parity"])
+    with caplog.at_level("WARNING"):
+        train_molecule_model(dataset, config, run_dir=tmp_path / "run", progress=False)
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(
+        "target 'never' has class 0 only among its 29 training labels" in m for m in messages
+    )
+    assert any("target 'parity' has 0 labelled test molecule(s)" in m for m in messages)
+    assert any("target 'never' has one class only among its 3 test labels" in m for m in messages)
+    assert metrics["test"]["per_target"]["parity"]["roc_auc"] is None
+    assert metrics["test"]["per_target"]["never"]["roc_auc"] is None

@@ -5,13 +5,16 @@ from __future__ import annotations
 import csv
 import json
 import math
+from contextlib import nullcontext
 
 import networkx as nx
 import pytest
 import torch
+from torch_geometric.data import Data
 
 from graphattn.cli.main import main
 from graphattn.datasets.social import load_node_dataset
+from graphattn.errors import GraphInputError
 from graphattn.featurize.graph import from_networkx
 from graphattn.splits.nodes import node_split_masks
 from graphattn.train.nodes import NodeTrainConfig, train_node_model
@@ -274,7 +277,7 @@ def test_masks_of_the_wrong_shape_are_refused_by_name():
             "weight_decay must be a finite number, 0 or more, got inf",
         ),
         ({"patience": -2}, "patience must be at least 1 epoch, got -2"),
-        ({"seed": -3}, "seed must be 0 or more, got -3"),
+        ({"seed": -3}, r"seed must be a whole number from 0 to 2\*\*64 - 1, got -3"),
         ({"label_mask_rate": 0.0}, "label_mask_rate must be above 0 and at most 1, got 0.0"),
         ({"hidden": 0}, r"hidden must be a positive multiple of heads \(4\), got 0"),
         ({"input_dropout": -0.1}, "input_dropout must be at least 0 and below 1, got -0.1"),
@@ -633,3 +636,104 @@ def test_a_torch_device_in_the_node_config_is_written_as_text(tmp_path):
     train_node_model(data, masks, config, run_dir=tmp_path / "run", progress=False)
     written = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert written["config"]["device"] == "cpu"
+
+
+def test_float_labels_with_nan_for_unlabelled_nodes_write_the_run_folder(tmp_path):
+    # the run folder was written from data.y, whose NaN could not become a class number:
+    # training succeeded, then model.pt and metrics.json were left beside a cut-off
+    # predictions.csv
+    data = from_networkx(nx.karate_club_graph(), label_attr="club")
+    floats = data.y.float()
+    floats[[5, 6, 7]] = float("nan")
+    data.y = floats
+    labelled = floats.isfinite()
+    masks = node_split_masks(torch.where(labelled, data.y, -1).long(), (0.5, 0.25, 0.25), seed=0)
+    config = NodeTrainConfig(epochs=2, hidden=8, heads=2)
+    train_node_model(data, masks, config, run_dir=tmp_path, progress=False)
+    with open(tmp_path / "predictions.csv", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 34
+    assert [r["label"] for r in rows if r["split"] == "unlabelled"] == ["", "", ""]
+    assert (tmp_path / "confusion_matrix.png").is_file()
+
+
+def test_a_model_with_label_inputs_needs_them_and_the_run_returns_them(tmp_path):
+    # called as examples/karate_attention.py calls it, such a model predicted silently
+    # otherwise than predictions.csv (test accuracy 0.625 against 1.0 in the audit)
+    data = from_networkx(nx.karate_club_graph(), label_attr="club")
+    data.x = torch.eye(34)
+    masks = node_split_masks(data.y, seed=0)
+    config = NodeTrainConfig(epochs=5, hidden=16, heads=2)
+    metrics = train_node_model(data, masks, config, run_dir=tmp_path, progress=False)
+    assert metrics["label_inputs"] is True
+    known = metrics["known_labels"]
+    assert torch.equal(known, torch.where(masks[0], data.y, -1))
+    model = metrics["model"].eval()
+    with pytest.raises(GraphInputError, match="reads the known labels .* pass known_labels"):
+        model(data.x, data.edge_index)
+    with torch.no_grad():
+        probs = torch.softmax(model(data.x, data.edge_index, known), -1)
+    with open(tmp_path / "predictions.csv", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    test = [int(r["node"]) for r in rows if r["split"] == "test"]
+    written = torch.tensor(
+        [[float(rows[n]["prob_Mr. Hi"]), float(rows[n]["prob_Officer"])] for n in test]
+    )
+    torch.testing.assert_close(probs[test], written, atol=1e-5, rtol=0)
+    plain = dict(config.__dict__, label_inputs=False)
+    unlabelled = train_node_model(data, masks, NodeTrainConfig(**plain), progress=False)
+    assert unlabelled["known_labels"] is None
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("isolated_without_x", r"shape \[3\], got \[5\] \(without data.x, .* set data.num_nodes"),
+        ("fewer_x_rows", r"shape \[4\], got \[5\] \(the node count is data.x's number of rows"),
+        ("column_y", r"one label per node, shape \[5\], got \[5, 1\]"),
+    ],
+)
+def test_labels_that_do_not_match_the_node_count_are_named(change, message):
+    # each was an IndexError from torch, or an error about the (right) masks or about
+    # known_labels the caller never gave
+    y = torch.tensor([0, 1, 0, 1, 0])
+    data = Data(edge_index=torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), y=y)
+    if change == "fewer_x_rows":
+        data.x = torch.randn(4, 3)
+    elif change == "column_y":
+        data.num_nodes, data.y = 5, y.view(-1, 1)
+    train = torch.tensor([True, True, False, False, False])
+    masks = (train, torch.zeros(5, dtype=torch.bool), ~train)
+    config = NodeTrainConfig(epochs=1, hidden=8, heads=2)
+    warned = pytest.warns(UserWarning) if change == "isolated_without_x" else nullcontext()
+    with warned, pytest.raises(GraphInputError, match=message):  # PyG warns of the guess
+        train_node_model(data, masks, config, progress=False)
+
+
+def test_the_split_recorded_for_given_masks_is_custom_not_the_unused_config_fields():
+    data = from_networkx(nx.karate_club_graph(), label_attr="club")
+    masks = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    config = NodeTrainConfig(epochs=1, labels_per_class=3)  # read by the CLI only
+    assert train_node_model(data, masks, config, progress=False)["split"] == "custom"
+    named = train_node_model(data, masks, config, progress=False, split_name="random")
+    assert named["split"] == "random"
+
+
+def test_cli_records_the_split_it_made(tmp_path):
+    out = tmp_path / "run"
+    args = ["train", "--dataset", "karate", "--epochs", "2", "--no-progress", "--out", str(out)]
+    assert main([*args, "--labels-per-class", "2"]) == 0
+    assert json.loads((out / "metrics.json").read_text())["split"] == "labels_per_class"
+    assert main([*args, "--split-fractions", "0.5", "0.25", "0.25"]) == 0
+    assert json.loads((out / "metrics.json").read_text())["split"] == "random"
+
+
+@pytest.mark.parametrize("setting", [{"epochs": 2.0}, {"seed": 1.5}, {"patience": 3.0}])
+def test_node_counts_given_as_floats_are_named(setting):
+    data = from_networkx(nx.karate_club_graph(), label_attr="club")
+    masks = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    ((name, value),) = setting.items()
+    with pytest.raises(
+        GraphInputError, match=rf"{name} must be a whole number \(an int\), got {value}"
+    ):
+        train_node_model(data, masks, NodeTrainConfig(**setting), progress=False)

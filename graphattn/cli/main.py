@@ -487,6 +487,7 @@ def _train_molecules(args: argparse.Namespace) -> int:
         dataset, config, run_dir=args.out, dataset_name=name, progress=not args.no_progress
     )
     metrics.pop("model")
+    metrics.pop("scaler")
     _report(args.out, metrics)
     return 0
 

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from rdkit import Chem, RDConfig, rdBase
 from torch.utils.data import Dataset
@@ -144,12 +145,14 @@ class MoleculeDataset(Dataset):
         self.skipped: list[SkippedRow] = []
         self._items: list[Data] = []
         self.num_rows_read = 0
+        given: list[tuple[float, ...]] = []  # the kept targets as read, in float64
         with tqdm(records, f"featurize {self.name}", unit=" rows", disable=not progress) as bar:
             for record in bar:
                 self.num_rows_read += 1
                 item = self._featurize(record)
                 if item is not None:
                     self._items.append(item)
+                    given.append(record.targets)
         self.smiles = [item.smiles for item in self._items]
         self.rows = [item.row for item in self._items]
         self.targets = (
@@ -157,6 +160,8 @@ class MoleculeDataset(Dataset):
             if self._items
             else torch.empty(0, len(self.target_cols))
         )
+        if given:
+            self._warn_float32_rounding(np.asarray(given, dtype=np.float64))
         if self.skipped:
             logger.warning(
                 "%s: skipped %d of %d rows (e.g. %s); all of them are listed in skipped.csv "
@@ -188,6 +193,28 @@ class MoleculeDataset(Dataset):
         data.y = torch.tensor(record.targets, dtype=torch.float32).reshape(1, -1)
         data.row = record.row
         return data
+
+    def _warn_float32_rounding(self, given: np.ndarray) -> None:
+        """Warn for each target whose values float32 (the precision of ``y`` and of
+        training) rounds by more than 0.1% of their spread: values such as ``1e7 + x``
+        lose ``x``'s digits, silently otherwise."""
+        stored = self.targets.double().numpy()
+        for t, column in enumerate(self.target_cols):
+            known = ~np.isnan(given[:, t])
+            if known.sum() < 2:
+                continue
+            spread = float(np.std(given[known, t]))
+            rounding = float(np.max(np.abs(stored[known, t] - given[known, t])))
+            if spread > 0 and rounding > 1e-3 * spread:
+                logger.warning(
+                    "%s: target %r is stored in float32, which rounds its values by up "
+                    "to %.3g against a spread (standard deviation) of %.3g: subtract a "
+                    "constant (e.g. its mean) from the column before training",
+                    self.name,
+                    column,
+                    rounding,
+                    spread,
+                )
 
     @property
     def num_targets(self) -> int:
@@ -626,7 +653,9 @@ def load_molecule_dataset(
         graphattn.datasets.files.DatasetUnavailableError: the file is not available.
     """
     if featurizer is None:
-        featurizer = dataset_featurizer(name)
+        featurizer = dataset_featurizer(name)  # it names an unknown data set
+    if name not in MOLECULE_DATASETS:
+        raise KeyError(f"unknown molecule data set {name!r}; known: {sorted(MOLECULE_DATASETS)}")
     info = MOLECULE_DATASETS[name]
     if name == "nci-tpsa":
         path = nci_tpsa_path()

@@ -243,6 +243,10 @@ def from_networkx(
             has a non-numeric value, or one that is not a finite float32 number
             (``None``, NaN, infinite, ``1e39``); a node's ``label_attr`` is not hashable.
     """
+    if isinstance(node_attrs, str):  # its letters would be read as attribute names
+        raise GraphInputError(
+            f"node_attrs must be a list or tuple of names, got the string {node_attrs!r}"
+        )
     node_ids = list(G.nodes)
     if not node_ids:
         raise GraphInputError("the networkx graph has no nodes")
@@ -361,9 +365,14 @@ def to_networkx(
     y = getattr(data, "y", None)
     if y is not None:
         for key, c in zip(keys, y.view(-1).tolist(), strict=True):
-            if c >= 0:
-                G.nodes[key]["label"] = names[c] if names else c
+            if c >= 0:  # False for the NaN of a float y's unlabelled node
+                G.nodes[key]["label"] = names[int(c)] if names else int(c)
     if predictions is not None:
+        if predictions.dim() not in (1, 2) or predictions.size(0) != len(keys):
+            raise GraphInputError(
+                f"predictions must be [{len(keys)}] classes or [{len(keys)}, C] scores, one "
+                f"row per node, got {list(predictions.shape)}"
+            )
         pred = predictions.argmax(-1) if predictions.dim() == 2 else predictions
         for key, c in zip(keys, pred.view(-1).tolist(), strict=True):
             G.nodes[key]["prediction"] = names[c] if names else c

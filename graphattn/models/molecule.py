@@ -104,6 +104,7 @@ class MoleculeModelConfig:
             setattr(self, name, check_count(name, getattr(self, name), least))
 
     def to_dict(self) -> dict:
+        """The fields as a plain dict (what checkpoints store; ``from_dict`` reads it)."""
         d = asdict(self)
         d["readout"] = list(self.readout)
         return d
@@ -206,6 +207,12 @@ class MoleculeModel(nn.Module):
         """``[N, hidden]`` atom vectors after the transformer stack (``batch``: the graph
         of each atom, by default ``data.batch``; ``None`` there is one graph)."""
         batch = data.batch if batch is None else batch
+        width = self.config.atom_dim
+        if data.x.dim() != 2 or data.x.size(1) != width:
+            raise GraphInputError(
+                f"data.x must be [num_atoms, {width}] (the atom features this model reads), "
+                f"got {list(data.x.shape)}: featurize the graphs as in training"
+            )
         h = self.atom_encoder(data.x)
         if self.pe_encoder is not None:
             h = self.pe_encoder(h, self._positional_encoding(data), batch)
@@ -276,9 +283,12 @@ class MoleculeEnsemble(nn.Module):
         self.config = members[0].config
 
     def pe_transform(self) -> BaseTransform | None:
+        """The members' positional-encoding transform (or None), as
+        :meth:`MoleculeModel.pe_transform`."""
         return self.members[0].pe_transform()
 
     def set_mode(self, mode: str) -> None:
+        """Switch every member's attention layers to ``sparse``, ``dense`` or ``auto``."""
         for member in self.members:
             member.set_mode(mode)
 

@@ -71,6 +71,7 @@ class NodeModelConfig:
         check_attention_options(self.attention, "NodeModelConfig", NODE_LAYER_OPTIONS)
 
     def to_dict(self) -> dict:
+        """The fields as a plain dict (what checkpoints store)."""
         return asdict(self)
 
 
@@ -100,6 +101,7 @@ class NodeClassifier(nn.Module):
         self.head = nn.Sequential(Dropout(c.dropout), nn.Linear(c.hidden, c.num_classes))
 
     def set_mode(self, mode: str) -> None:
+        """Run every attention layer in ``mode`` (the weights are the same in each)."""
         for layer in self.layers:
             layer.mode = mode
 
@@ -117,7 +119,7 @@ class NodeClassifier(nn.Module):
             x: ``[N, in_channels]``.
             edge_index: ``[2, E]``.
             known_labels: ``[N]`` long, class index of nodes whose label is an input,
-                -1 elsewhere (only with ``label_inputs``).
+                -1 elsewhere: needed with ``label_inputs``, refused without.
             batch: ``[N]`` graph index (several graphs at once).
             return_attention: also return each layer's ``(edge_index, alpha)``.
 
@@ -125,9 +127,17 @@ class NodeClassifier(nn.Module):
             ``[N, num_classes]`` logits, or ``(logits, [(edge_index, alpha [E', H]), ...])``
             with one pair per layer.
         """
-        h = self.encoder(self.input_dropout(x))
+        self._check_features(x)
         if known_labels is not None:
             self._check_known_labels(known_labels, x.size(0))
+        elif self.label_encoder is not None:
+            raise GraphInputError(
+                "this model reads the known labels (label_inputs=True), and predicts "
+                "otherwise without them: pass known_labels, the training labels with -1 "
+                "elsewhere (train_node_model returns them as 'known_labels'; all -1 for "
+                "none)"
+            )
+        h = self.encoder(self.input_dropout(x))
         if self.label_encoder is not None and known_labels is not None:
             one_hot = x.new_zeros(x.size(0), self.config.num_classes)
             known = known_labels >= 0
@@ -141,6 +151,14 @@ class NodeClassifier(nn.Module):
                 attentions.append(attention)
         logits = self.head(self.norm(h))
         return (logits, attentions) if return_attention else logits
+
+    def _check_features(self, x: Tensor) -> None:
+        width = self.config.in_channels
+        if x.dim() != 2 or x.size(1) != width:
+            raise GraphInputError(
+                f"x must be [N, {width}] (the node features the model was built for, "
+                f"in_channels={width}), got {list(x.shape)}"
+            )
 
     def _check_known_labels(self, known_labels: Tensor, num_nodes: int) -> None:
         if self.label_encoder is None:

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from rdkit.Chem.Scaffolds import MurckoScaffold
 
-from graphattn.errors import GraphInputError
+from graphattn.errors import GraphInputError, check_seed
 from graphattn.featurize.molecule import parse_smiles
 
 __all__ = [
@@ -45,7 +45,12 @@ SPLIT_NAMES = ("train", "val", "test")
 
 def _check_fractions(fractions: Sequence[float]) -> tuple[float, float, float]:
     """``fractions`` as a 3-tuple, after checking they are positive and sum to 1."""
-    values = tuple(float(f) for f in fractions)
+    try:
+        values = tuple(float(f) for f in fractions)
+    except (TypeError, ValueError):  # "a", None, or not a sequence at all
+        raise GraphInputError(
+            f"fractions must be 3 numbers (train, val, test), got {fractions!r}"
+        ) from None
     if len(values) != 3:
         raise GraphInputError(f"fractions must be 3 numbers (train, val, test), got {fractions}")
     if not all(math.isfinite(f) and f > 0 for f in values):
@@ -99,7 +104,7 @@ def random_split(
         dict[str, np.ndarray]: ``"train"``, ``"val"``, ``"test"`` -> sorted int64 indices.
     """
     n_train, n_val, _ = split_sizes(n, fractions)
-    order = np.random.default_rng(seed).permutation(n)
+    order = np.random.default_rng(check_seed(seed)).permutation(n)
     parts = np.split(order, [n_train, n_train + n_val])
     return {
         name: np.sort(part).astype(np.int64) for name, part in zip(SPLIT_NAMES, parts, strict=True)
@@ -136,14 +141,16 @@ def scaffold_split(
         dict[str, np.ndarray]: ``"train"``, ``"val"``, ``"test"`` -> sorted int64 indices.
 
     Raises:
-        GraphInputError: invalid fractions, or an invalid SMILES (its index is named).
+        GraphInputError: invalid fractions or seed, or an invalid SMILES or an entry
+            that is not a string (its index is named).
     """
     n_train, n_val, n_test = split_sizes(len(smiles), fractions)
+    seed = check_seed(seed)
     groups: dict[str, list[int]] = {}
     for index, text in enumerate(smiles):
         try:
             scaffold = murcko_scaffold(text)
-        except GraphInputError as err:
+        except (GraphInputError, TypeError) as err:  # TypeError: not a string (None, NaN)
             raise GraphInputError(f"scaffold_split: molecule {index}: {err}") from err
         groups.setdefault(scaffold, []).append(index)
 

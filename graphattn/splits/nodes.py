@@ -7,17 +7,20 @@ stratified by class and reproducible from ``seed``.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
-from graphattn.errors import GraphInputError
+from graphattn.errors import GraphInputError, check_count, check_seed
 
 __all__ = ["fixed_train_masks", "node_split_masks"]
 
 Masks = tuple[Tensor, Tensor, Tensor]
+
+log = logging.getLogger(__name__)
 
 
 def node_split_masks(
@@ -38,6 +41,13 @@ def node_split_masks(
     validation and test in the ratio ``f_val : f_test`` (per class, rounded), and
     ``f_train`` is ignored.
 
+    Rounding each class alone can miss the parts' sizes far: 20 classes of 5 nodes at
+    0.8 / 0.1 / 0.1 would give 0 validation nodes (``round(0.5) = 0`` twenty times).
+    So the classes' sizes are then moved, one node at a time and where each class's
+    rounding was furthest off, until every part holds its share of all labelled nodes
+    (largest remainder, as :func:`~graphattn.splits.molecules.split_sizes`). Each class
+    still gets within one node of its own share.
+
     Args:
         y: ``[N]`` integer class per node, -1 for unlabelled.
         fractions: ``(f_train, f_val, f_test)``, non-negative, summing to 1.
@@ -49,21 +59,111 @@ def node_split_masks(
         ``(train_mask, val_mask, test_mask)``, each ``[N]`` bool.
 
     Raises:
-        GraphInputError: invalid ``fractions``, no labelled node, or (with
-            ``labels_per_class``) a class with fewer than k labelled nodes.
+        GraphInputError: invalid ``fractions`` or ``seed``, no labelled node, or (with
+            ``labels_per_class``) a class with fewer than k labelled nodes. A part that
+            a positive fraction asks for but too few labelled nodes leave empty is
+            warned about.
     """
     f_train, f_val, f_test = _check_fractions(fractions, labels_per_class)
     y = _check_labels(y)
-    generator = torch.Generator().manual_seed(seed % 2**64 if seed >= 2**64 else seed)  # 64 bits
-    masks = tuple(torch.zeros_like(y, dtype=torch.bool) for _ in range(3))
-    for c in range(int(y.max()) + 1):
-        members = (y == c).nonzero().view(-1)
-        members = members[torch.randperm(members.numel(), generator=generator)]
+    generator = torch.Generator().manual_seed(check_seed(seed))
+    classes = range(int(y.max()) + 1)
+    members = []
+    for c in classes:
+        nodes = (y == c).nonzero().view(-1)
+        members.append(nodes[torch.randperm(nodes.numel(), generator=generator)])
+    counts = [m.numel() for m in members]
+    sizes = []
+    for c, n in zip(classes, counts, strict=True):
         name = f"class {c}" if class_names is None else f"class {c} ({class_names[c]!r})"
-        sizes = _class_sizes(members.numel(), name, f_train, f_val, f_test, labels_per_class)
-        for mask, part in zip(masks, members.split(sizes), strict=True):
+        sizes.append(_class_sizes(n, name, f_train, f_val, f_test, labels_per_class))
+    shares = _exact_shares(counts, (f_train, f_val, f_test), labels_per_class)
+    _balance(sizes, shares, labels_per_class)
+    _warn_empty_parts(sizes, (f_train, f_val, f_test), sum(counts))
+    masks = tuple(torch.zeros_like(y, dtype=torch.bool) for _ in range(3))
+    for nodes, class_sizes in zip(members, sizes, strict=True):
+        for mask, part in zip(masks, nodes.split(class_sizes), strict=True):
             mask[part] = True
     return masks
+
+
+def _exact_shares(
+    counts: list[int], fractions: tuple[float, float, float], per_class: int | None
+) -> list[list[float]]:
+    """Each class's exact (unrounded) number of nodes per part, ``[class][part]``."""
+    f_train, f_val, f_test = fractions
+    if per_class is not None:  # k train nodes; the rest split val : test
+        ratio = f_val / (f_val + f_test)
+        return [[per_class, ratio * (n - per_class), (1 - ratio) * (n - per_class)] for n in counts]
+    if f_test == 0:  # what rounding leaves goes to val (or to train, without val)
+        return [[f_train * n, n - f_train * n if f_val > 0 else 0.0, 0.0] for n in counts]
+    return [[f * n for f in fractions] for n in counts]
+
+
+def _part_totals(shares: list[list[float]], total: int) -> list[int]:
+    """Whole part sizes summing to ``total``: floors of the summed shares, the rest one by
+    one to the parts with the largest fractional parts (train first on ties)."""
+    exact = [sum(row[p] for row in shares) for p in range(3)]
+    sizes = [math.floor(e + 1e-9) for e in exact]  # 1e-9: 0.1 * 30 is 3.0000000000000004
+    order = sorted(range(3), key=lambda p: (-(exact[p] - sizes[p]), p))
+    for p in order[: max(0, total - sum(sizes))]:
+        sizes[p] += 1
+    return sizes
+
+
+def _balance(sizes: list[list[int]], shares: list[list[float]], per_class: int | None) -> None:
+    """Move nodes between the parts of classes, in place, until the parts' totals are
+    :func:`_part_totals`: each move goes from a part over its total to one under it, in
+    the class whose rounding was furthest off in that direction (lowest class on ties).
+    A class keeps its last training node, and with ``labels_per_class`` all k of them;
+    where only such moves are left, the totals stay as near as they came."""
+    wanted = _part_totals(shares, sum(map(sum, sizes)))
+    while True:
+        totals = [sum(row[p] for row in sizes) for p in range(3)]
+        moves = [
+            (c, source, to)
+            for to in range(3)
+            if totals[to] < wanted[to]
+            for source in range(3)
+            if totals[source] > wanted[source] and not (source == 0 and per_class is not None)
+            for c, row in enumerate(sizes)
+            if row[source] > (1 if source == 0 else 0)
+        ]
+        if not moves:
+            return
+
+        def how_far_off(move: tuple[int, int, int]) -> tuple[float, int]:
+            c, source, to = move
+            off = (shares[c][to] - sizes[c][to]) + (sizes[c][source] - shares[c][source])
+            return off, -c
+
+        c, source, to = max(moves, key=how_far_off)
+        sizes[c][source] -= 1
+        sizes[c][to] += 1
+
+
+def _warn_empty_parts(
+    sizes: list[list[int]], fractions: tuple[float, float, float], labelled: int
+) -> None:
+    """Warn for a part that a positive fraction asked for and too few labelled nodes
+    left empty (after each class's training node): training goes on without it."""
+    for p, (name, without) in enumerate(PART_LOSSES):
+        if fractions[p] > 0 and sum(row[p] for row in sizes) == 0:
+            log.warning(
+                "fractions %s of %d labelled node(s) leave the %s part without nodes (%s): "
+                "label more nodes, or give it a larger fraction",
+                fractions,
+                labelled,
+                name,
+                without,
+            )
+
+
+PART_LOSSES = (
+    ("train", "nothing to train on"),
+    ("validation", "no early stopping"),
+    ("test", "no test metrics"),
+)
 
 
 def fixed_train_masks(y: Tensor, train_nodes: Sequence[int]) -> Masks:
@@ -95,7 +195,10 @@ def fixed_train_masks(y: Tensor, train_nodes: Sequence[int]) -> Masks:
 def _check_fractions(
     fractions: Sequence[float], labels_per_class: int | None
 ) -> tuple[float, float, float]:
-    values = tuple(float(f) for f in fractions)
+    try:
+        values = tuple(float(f) for f in fractions)
+    except (TypeError, ValueError):  # "a", None, or not a sequence at all
+        values = ()
     if len(values) != 3 or any(not math.isfinite(f) or f < 0 for f in values):
         raise GraphInputError(
             f"fractions must be three non-negative numbers (train, val, test), got {fractions}"
@@ -104,8 +207,8 @@ def _check_fractions(
         raise GraphInputError(f"fractions must sum to 1, got {fractions} (sum {sum(values)})")
     if labels_per_class is None and values[0] == 0:
         raise GraphInputError(f"the train fraction must be positive, got {fractions}")
-    if labels_per_class is not None and labels_per_class < 1:
-        raise GraphInputError(f"labels_per_class must be >= 1, got {labels_per_class}")
+    if labels_per_class is not None:
+        check_count("labels_per_class", labels_per_class)
     if labels_per_class is not None and values[1] + values[2] == 0:
         raise GraphInputError(
             f"with labels_per_class the val and test fractions set the split of the "

@@ -1,6 +1,7 @@
 """Training, prediction and evaluation (the CLI is a thin layer over these)."""
 
 from graphattn.train.molecule_inference import (
+    TargetScaler,
     evaluate_molecules,
     load_molecule_model,
     predict_molecules,
@@ -16,6 +17,7 @@ from graphattn.train.transfer import load_pretrained_encoder
 __all__ = [
     "MoleculeTrainConfig",
     "NodeTrainConfig",
+    "TargetScaler",
     "WorkerProcessDied",
     "evaluate_molecules",
     "load_molecule_model",

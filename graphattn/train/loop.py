@@ -9,6 +9,7 @@ import functools
 import json
 import logging
 import math
+import numbers
 import os
 import random
 from collections.abc import Callable, Iterable, Iterator
@@ -19,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from graphattn.errors import GraphInputError, NonFiniteError, TrainingDiverged
+from graphattn.errors import GraphInputError, NonFiniteError, TrainingDiverged, check_seed
 from graphattn.ops.graph import check_finite
 from graphattn.train.checkpoint import CHECKPOINT_NAME
 
@@ -29,6 +30,7 @@ __all__ = [
     "check_config_json",
     "check_run_folder",
     "check_training_settings",
+    "check_whole_numbers",
     "global_rng_restored",
     "keeps_global_rng",
     "seed_everything",
@@ -104,8 +106,11 @@ def check_training_settings(
     """Raise :class:`GraphInputError` naming a training setting outside its range.
 
     Both trainers call it first, so that ``--epochs 0`` or ``--lr -1`` fail with the
-    setting's name instead of an empty run or an optimizer's traceback.
+    setting's name instead of an empty run or an optimizer's traceback. A count given
+    as a float (``epochs=2.0``, as a YAML or JSON config may hold it) is refused here
+    too: it used to fail deep inside Python, NumPy or torch.
     """
+    check_whole_numbers(epochs=epochs, seed=seed, patience=patience)
     if epochs < 1:
         raise GraphInputError(f"epochs must be at least 1, got {epochs}")
     if not (lr >= 0 and math.isfinite(lr)):  # 0 keeps the weights (tests use it)
@@ -114,10 +119,19 @@ def check_training_settings(
         raise GraphInputError(
             f"weight_decay must be a finite number, 0 or more, got {weight_decay}"
         )
-    if seed < 0:  # NumPy's generators take no negative seed
-        raise GraphInputError(f"seed must be 0 or more, got {seed}")
+    check_seed(seed)
     if patience is not None and patience < 1:
         raise GraphInputError(f"patience must be at least 1 epoch, got {patience}")
+
+
+def check_whole_numbers(**settings: object) -> None:
+    """Raise :class:`GraphInputError` naming the first setting that is not an integer
+    (NumPy's included; ``None`` passes, for optional settings; ``bool`` does not)."""
+    for name, value in settings.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise GraphInputError(f"{name} must be a whole number (an int), got {value!r}")
 
 
 def training_device(device: str | torch.device) -> torch.device:

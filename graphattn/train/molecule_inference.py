@@ -36,7 +36,13 @@ __all__ = [
 
 
 class TargetScaler:
-    """Standardise each target with the training set's mean and std (NaN-aware)."""
+    """Standardise each target with the training set's mean and std (NaN-aware).
+
+    Args:
+        mean: ``[T]`` training mean of each target (0 for classification).
+        std: ``[T]`` training standard deviation of each target (1 where it is 0, and
+            for classification).
+    """
 
     def __init__(self, mean: list[float], std: list[float]) -> None:
         self.mean = torch.tensor(mean, dtype=torch.float32)
@@ -44,18 +50,22 @@ class TargetScaler:
 
     @classmethod
     def fit(cls, targets: torch.Tensor) -> TargetScaler:
+        """The scaler of ``[n, T]`` training targets (NaN: missing)."""
         y = targets.double().numpy()
         std = np.nanstd(y, axis=0)
         return cls(np.nanmean(y, axis=0).tolist(), np.where(std > 0, std, 1.0).tolist())
 
     @classmethod
     def identity(cls, num_tasks: int) -> TargetScaler:
+        """The scaler that changes nothing (classification's)."""
         return cls([0.0] * num_tasks, [1.0] * num_tasks)
 
     def transform(self, y: torch.Tensor) -> torch.Tensor:
+        """``[B, T]`` targets to the standardised values the model learns."""
         return (y - self.mean.to(y.device)) / self.std.to(y.device)
 
     def inverse(self, y: torch.Tensor) -> torch.Tensor:
+        """``[B, T]`` model outputs back to the targets' units."""
         return y * self.std.to(y.device) + self.mean.to(y.device)
 
     def to_dict(self) -> dict:

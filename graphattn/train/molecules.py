@@ -52,6 +52,7 @@ from graphattn.train.loop import (
     check_finite_loss,
     check_run_folder,
     check_training_settings,
+    check_whole_numbers,
     divergence_named,
     keeps_global_rng,
     seed_everything,
@@ -275,6 +276,12 @@ def check_train_config(config: MoleculeTrainConfig) -> None:
     check_training_settings(
         config.epochs, config.lr, config.weight_decay, config.patience, config.seed
     )
+    check_whole_numbers(
+        batch_size=config.batch_size,
+        warmup_epochs=config.warmup_epochs,
+        ensemble=config.ensemble,
+        workers=config.workers,
+    )
     if config.batch_size < 1:
         raise GraphInputError(f"batch_size must be at least 1, got {config.batch_size}")
     if config.warmup_epochs < 0:
@@ -344,7 +351,39 @@ def _part_targets(parts: dict[str, list], target_cols: list[str], config) -> dic
             _check_binary(parts[name], y, target_cols)
     else:
         _note_binary_regression(targets["train"], target_cols)
+    _note_unscorable(targets, target_cols, config.task)
     return targets
+
+
+def _note_unscorable(targets: dict[str, torch.Tensor], target_cols: list[str], task: str) -> None:
+    """Warn, naming the target, where the training labels hold one class only (nothing
+    to tell apart) or the test labels cannot define the target's metrics (fewer than 2
+    labelled molecules; one class only): the run would end with ``null`` metrics, or a
+    constant classifier, and exit 0 without a word. (Validation has its own warning.)"""
+    for column, train, test in zip(target_cols, targets["train"].T, targets["test"].T, strict=True):
+        train, test = train[~torch.isnan(train)], test[~torch.isnan(test)]
+        if task == "classification" and train.unique().numel() == 1:
+            log.warning(
+                "target %r has class %g only among its %d training labels: the model "
+                "cannot learn to tell the classes apart",
+                column,
+                float(train[0]),
+                train.numel(),
+            )
+        if test.numel() < 2:
+            log.warning(
+                "target %r has %d labelled test molecule(s): its test metrics are "
+                "undefined (null in metrics.json)",
+                column,
+                test.numel(),
+            )
+        elif task == "classification" and test.unique().numel() == 1:
+            log.warning(
+                "target %r has one class only among its %d test labels: its test ROC-AUC "
+                "is undefined (null in metrics.json)",
+                column,
+                test.numel(),
+            )
 
 
 def _check_binary(part: list, y: torch.Tensor, target_cols: list[str]) -> None:
@@ -372,10 +411,15 @@ def _note_binary_regression(y: torch.Tensor, target_cols: list[str]) -> None:
 
 def _selection_metric(task: str, val_targets: torch.Tensor, num_val: int) -> str:
     """The validation metric that picks the best epoch: RMSE or ROC-AUC where the
-    validation targets define it (two labelled molecules; both classes), else the loss."""
+    validation targets define it (two labelled molecules; both classes), else the loss.
+
+    Several regression targets are compared in the units the model learns them in:
+    ``scaled_rmse`` is the mean over targets of each one's RMSE divided by its training
+    standard deviation, so that a target's units (kcal/mol or cal/mol) do not decide
+    which epoch is kept. The reported metrics stay in each target's own units."""
     columns = [col[~np.isnan(col)] for col in val_targets.numpy().T]
     if task == "regression" and any(col.size >= 2 for col in columns):
-        return "rmse"
+        return "rmse" if len(columns) == 1 else "scaled_rmse"
     if task != "regression" and any(np.unique(col).size == 2 for col in columns):
         return "roc_auc"
     log.warning(
@@ -408,8 +452,13 @@ def train_molecule_model(
         progress: show a progress bar over epochs.
 
     Returns:
-        The metrics dictionary (as written to ``metrics.json``), with the trained model
-        under the extra key ``"model"`` (not written).
+        The metrics dictionary (as written to ``metrics.json``), with two extra keys
+        (not written): the trained model (in eval mode) under ``"model"``, and the
+        :class:`~graphattn.train.molecule_inference.TargetScaler` under ``"scaler"``.
+        The model outputs standardised targets (logits for classification): in the
+        targets' units, ``scaler.inverse(model(batch))``, for a batch featurized by
+        ``dataset.featurizer`` (and ``model.pe_transform()``, when not ``None``). A run
+        folder gives the same through :func:`~graphattn.train.predict_molecules`.
     """
     config = config or MoleculeTrainConfig()
     check_train_config(config)
@@ -523,7 +572,7 @@ def train_molecule_model(
             metrics,
             metric,
         )
-    return {**metrics, "model": model}
+    return {**metrics, "model": model, "scaler": scaler}
 
 
 def default_workers(ensemble: int) -> int:
@@ -879,7 +928,7 @@ def _fit(
         val_inputs = (t for item in val_loader.dataset for t in _float_inputs(item).values())
         with divergence_named(epoch, steps, config.lr, model, val_inputs):
             val_pred, val_y, _ = _predict_loader(model, val_loader, scaler, config.task)
-        val_value = _validation_value(config.task, metric, val_y, val_pred)
+        val_value = _validation_value(config.task, metric, val_y, val_pred, scaler)
         best = stopper.step(val_value, epoch, model)
         loss_value = total / max(count, 1)
         history.append(
@@ -925,12 +974,18 @@ def _float_inputs(batch) -> dict[str, torch.Tensor]:
     }
 
 
-def _validation_value(task: str, metric: str, y: np.ndarray, pred: np.ndarray) -> float:
-    if metric != "loss":
+def _validation_value(
+    task: str, metric: str, y: np.ndarray, pred: np.ndarray, scaler: TargetScaler
+) -> float:
+    """The selection metric of validation targets ``y`` and predictions ``pred`` (both in
+    the targets' units): ``scaled_rmse`` and ``loss`` are taken on the standardised
+    values the model learns, as the training loss is."""
+    if metric in ("rmse", "roc_auc"):
         return _metrics(task, y, pred)[metric]
-    if task == "regression":  # pred is in target units here; the loss is on that scale
-        return float(np.nanmean((pred - y) ** 2))
-    return float(masked_loss(torch.from_numpy(pred), torch.from_numpy(y), task))
+    y_scaled, pred_scaled = (scaler.transform(torch.from_numpy(a)) for a in (y, pred))
+    if metric == "scaled_rmse":
+        return _metrics(task, y_scaled.numpy(), pred_scaled.numpy())["rmse"]
+    return float(masked_loss(pred_scaled, y_scaled, task))
 
 
 def _write_run(

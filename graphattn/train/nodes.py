@@ -75,7 +75,9 @@ class NodeTrainConfig:
             Training seeds the global generators of Python, NumPy and torch with it,
             and gives the caller's back as they were when it returns.
         fractions: train / val / test fractions of the labelled nodes.
-        labels_per_class: instead, k training labels per class.
+        labels_per_class: instead, k training labels per class. These two make the
+            masks of ``graphattn train``; :func:`train_node_model` takes its masks as
+            an argument and does not read them.
         hidden, layers, heads, dropout, input_dropout: the model (:class:`NodeModelConfig`).
         mode: attention mode.
         label_inputs: known training labels as inputs (masked label prediction);
@@ -130,6 +132,10 @@ def _node_features(data) -> torch.Tensor:
     """``data.x``; for a graph without node features, structural ones (as
     :func:`~graphattn.datasets.social.load_node_graph` adds them)."""
     if getattr(data, "x", None) is not None:
+        if data.x.dim() != 2 or data.x.size(0) != data.num_nodes:
+            raise GraphInputError(
+                f"data.x must be [num_nodes, F] = [{data.num_nodes}, F], got {list(data.x.shape)}"
+            )
         return data.x.float()
     log.info("the graph has no node features x: using structural features (degree, walks)")
     return structural_features(data.edge_index, int(data.num_nodes))
@@ -206,6 +212,18 @@ def _as_list(values) -> list:
     return values.tolist() if isinstance(values, torch.Tensor | np.ndarray) else list(values)
 
 
+def _node_count_source(data) -> str:
+    """Where PyG took ``data.num_nodes`` from, when that may be the surprise."""
+    if "num_nodes" in data:
+        return ""
+    if getattr(data, "x", None) is not None:
+        return " (the node count is data.x's number of rows)"
+    return (
+        " (without data.x, the node count comes from the edge list, which leaves out "
+        "isolated nodes at the end: set data.num_nodes)"
+    )
+
+
 def _check_labels(data) -> torch.Tensor:
     """``data.y`` as long, once it is known to hold at least two classes."""
     if int(data.num_nodes or 0) == 0:
@@ -216,6 +234,12 @@ def _check_labels(data) -> torch.Tensor:
             "gives them)"
         )
     y = data.y
+    num_nodes = int(data.num_nodes)
+    if y.dim() != 1 or y.size(0) != num_nodes:
+        raise GraphInputError(
+            f"data.y must hold one label per node, shape [{num_nodes}], got {list(y.shape)}"
+            + _node_count_source(data)
+        )
     if y.is_floating_point():  # NaN marks an unlabelled node; casting it is CPU-dependent
         known = y.isfinite()
         fractional = (known & (y != y.round())).nonzero()
@@ -264,10 +288,16 @@ def train_node_model(
         dataset_name: recorded in ``metrics.json``.
         progress: show a progress bar.
         split_name: how ``masks`` were made, recorded in ``metrics.json`` as ``split``
-            (default: ``"labels_per_class"`` or ``"random"``, from ``config``).
+            (default: ``"custom"``; ``graphattn train`` records ``"random"``,
+            ``"labels_per_class"`` or ``"fixed_train_nodes"``).
 
     Returns:
-        The metrics dictionary, plus the trained model under ``"model"`` (not written).
+        The metrics dictionary, plus (not written) the trained model under ``"model"``
+        and, for a model with label inputs (``metrics["label_inputs"]``), the labels it
+        reads under ``"known_labels"`` (``[N]``: the training labels, -1 elsewhere;
+        ``None`` without label inputs). Such a model predicts as in ``predictions.csv``
+        only when given them: ``model.eval()(x, data.edge_index, known_labels)``, with
+        ``x = data.x.float()``. Without label inputs it takes ``(x, data.edge_index)``.
     """
     config = config or NodeTrainConfig()
     check_training_settings(
@@ -356,7 +386,7 @@ def train_node_model(
     metrics = {
         "task": "node-classification",
         "dataset": dataset_name,
-        "split": split_name or ("labels_per_class" if config.labels_per_class else "random"),
+        "split": split_name or "custom",
         "seed": config.seed,
         "num_nodes": int(data.num_nodes),
         "num_edges": int(edge_index.size(1)),
@@ -374,8 +404,8 @@ def train_node_model(
     }
     if run_dir is not None:
         probs = torch.softmax(logits, -1).numpy()
-        _write_run(Path(run_dir), model, data, masks, pred, probs, history, metrics)
-    return {**metrics, "model": model}
+        _write_run(Path(run_dir), model, data, y, masks, pred, probs, history, metrics)
+    return {**metrics, "model": model, "known_labels": eval_known if label_inputs else None}
 
 
 @torch.no_grad()
@@ -424,7 +454,11 @@ def _label_names(data, num_classes: int) -> list[str]:
     return [str(n) for n in names] if names else [str(c) for c in range(num_classes)]
 
 
-def _write_run(run_dir: Path, model, data, masks, pred, probs, history, metrics) -> None:
+def _write_run(run_dir: Path, model, data, y, masks, pred, probs, history, metrics) -> None:
+    """The run folder, with ``y`` (the checked labels, -1 = unlabelled) as the labels:
+    the NaN of a float ``data.y``'s unlabelled nodes is not a class number."""
+    data = copy.copy(data)
+    data.y = y
     to_json(metrics)  # raises before start_run_folder deletes an earlier run's files
     start_run_folder(run_dir)
     names = _label_names(data, metrics["num_classes"])
@@ -511,7 +545,6 @@ def train_node_model_cli(args: argparse.Namespace, config: NodeTrainConfig) -> d
     data, name = _load_cli_data(args)
     default_train = getattr(data, "default_train_nodes", None)
     user_split = args.split_fractions is not None or args.labels_per_class is not None
-    split_name = None
     if default_train is not None and not user_split:
         masks = fixed_train_masks(data.y, default_train)
         split_name = "fixed_train_nodes"
@@ -523,6 +556,7 @@ def train_node_model_cli(args: argparse.Namespace, config: NodeTrainConfig) -> d
             seed=config.seed,
             class_names=getattr(data, "label_names", None),
         )
+        split_name = "labels_per_class" if config.labels_per_class else "random"
     metrics = train_node_model(
         data,
         masks,
@@ -533,4 +567,5 @@ def train_node_model_cli(args: argparse.Namespace, config: NodeTrainConfig) -> d
         split_name=split_name,
     )
     metrics.pop("model")
+    metrics.pop("known_labels")
     return metrics
