@@ -38,13 +38,22 @@ class TrainingDiverged(GraphInputError):
         return type(self), (self.epoch, self.lr, self.detail)
 
 
+def whole_number(value: object) -> int | None:
+    """``value`` as an ``int`` when it is a whole number (Python's or NumPy's integers,
+    anything with ``__index__``; not ``bool``, not ``2.0``), else ``None``: the one
+    rule of :func:`check_count`, :func:`check_seed` and the trainers' settings."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 def check_count(name: str, value: object, least: int = 1) -> int:
     """``value`` as an ``int`` of at least ``least`` (NumPy integers included, ``bool``
     not), else a :class:`GraphInputError` naming ``name`` and the value."""
-    try:
-        count = None if isinstance(value, bool) else operator.index(value)
-    except TypeError:
-        count = None
+    count = whole_number(value)
     if count is None or count < least:
         raise GraphInputError(f"{name} must be an integer >= {least}, got {value!r}")
     return count
@@ -54,10 +63,7 @@ def check_seed(seed: object) -> int:
     """``seed`` as an ``int`` from 0 to 2**64 - 1 (the 64 bits a torch generator takes:
     a larger seed would be folded onto a smaller one, and two runs that name different
     seeds would be the same), else a :class:`GraphInputError` naming it."""
-    try:
-        value = None if isinstance(seed, bool) else operator.index(seed)
-    except TypeError:
-        value = None
+    value = whole_number(seed)
     if value is None or not 0 <= value < 2**64:
         raise GraphInputError(f"seed must be a whole number from 0 to 2**64 - 1, got {seed!r}")
     return value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -183,6 +184,32 @@ def test_part_sizes_follow_the_fractions_over_all_classes(counts, fractions, per
             )
         else:
             assert in_class[0] == per_class
+
+
+def test_a_forced_training_node_takes_nothing_from_the_other_classes():
+    # ten classes of one node must each train their node; the parts' totals then came
+    # out of the large class, which trained 12 of 100 nodes at a 0.2 train fraction
+    y = torch.cat([torch.zeros(100, dtype=torch.long), torch.arange(1, 11)])
+    masks = node_split_masks(y, (0.2, 0.4, 0.4), seed=0)
+    assert [int((m & (y == 0)).sum()) for m in masks] == [20, 40, 40]
+    assert [int(m.sum()) for m in masks] == [30, 40, 40]
+    for seed in (np.int64(5), torch.tensor(5)):  # one rule for whole numbers
+        assert all(
+            torch.equal(a, b)
+            for a, b in zip(
+                node_split_masks(y, seed=seed), node_split_masks(y, seed=5), strict=True
+            )
+        )
+
+
+def test_many_small_classes_are_balanced_with_every_class_near_its_share():
+    counts = [3] * 4000 + [7] * 1000
+    y = torch.cat([torch.full((n,), c) for c, n in enumerate(counts)])
+    masks = node_split_masks(y, (0.8, 0.1, 0.1), seed=0)
+    assert [int(m.sum()) for m in masks] == [15200, 1900, 1900]
+    per_class = torch.stack([torch.bincount(y[m], minlength=len(counts)) for m in masks], 1)
+    shares = torch.tensor(counts).unsqueeze(1) * torch.tensor([0.8, 0.1, 0.1])
+    assert float((per_class - shares).abs().max()) < 1
 
 
 def test_the_facebook_sized_default_split_is_each_classs_rounding():

@@ -733,7 +733,5 @@ def test_node_counts_given_as_floats_are_named(setting):
     data = from_networkx(nx.karate_club_graph(), label_attr="club")
     masks = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
     ((name, value),) = setting.items()
-    with pytest.raises(
-        GraphInputError, match=rf"{name} must be a whole number \(an int\), got {value}"
-    ):
+    with pytest.raises(GraphInputError, match=rf"{name} must be a whole number .*, got {value}"):
         train_node_model(data, masks, NodeTrainConfig(**setting), progress=False)

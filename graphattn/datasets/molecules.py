@@ -206,14 +206,18 @@ class MoleculeDataset(Dataset):
             spread = float(np.std(given[known, t]))
             rounding = float(np.max(np.abs(stored[known, t] - given[known, t])))
             if spread > 0 and rounding > 1e-3 * spread:
+                tiny = np.max(np.abs(given[known, t])) < _FLOAT32_TINY
                 logger.warning(
                     "%s: target %r is stored in float32, which rounds its values by up "
-                    "to %.3g against a spread (standard deviation) of %.3g: subtract a "
-                    "constant (e.g. its mean) from the column before training",
+                    "to %.3g against a spread (standard deviation) of %.3g: %s before "
+                    "training",
                     self.name,
                     column,
                     rounding,
                     spread,
+                    "rescale the column (multiply it by a power of ten)"
+                    if tiny
+                    else "subtract a constant (e.g. its mean) from the column",
                 )
 
     @property
@@ -271,6 +275,7 @@ _NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
 _FLOAT32_MAX = float(torch.finfo(torch.float32).max)
+_FLOAT32_TINY = float(torch.finfo(torch.float32).tiny)  # smallest normal, 1.2e-38
 
 
 def parse_target(text: str | None, column: str) -> float:

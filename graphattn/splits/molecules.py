@@ -84,10 +84,23 @@ def split_sizes(n: int, fractions: Sequence[float] = (0.8, 0.1, 0.1)) -> tuple[i
         # to sum to 1 (only then: sums like 0.7 + 0.2 + 0.1 = 0.9999999999999999 keep
         # their sizes)
         sizes, exact = _floors(n, [f / sum(values) for f in values])
-    by_remainder = sorted(range(3), key=lambda i: (-(exact[i] - sizes[i]), i))
-    for i in by_remainder[: n - sum(sizes)]:
+    train, val, test = largest_remainder(exact, n)
+    return train, val, test
+
+
+def largest_remainder(exact: Sequence[float], total: int) -> list[int]:
+    """Whole numbers near ``exact`` that sum to ``total``: the floors, plus one each for
+    the entries with the largest fractional parts (the first on ties) until they do.
+
+    Args:
+        exact (Sequence[float]): the unrounded sizes, summing to ``total`` up to rounding.
+        total (int): what the sizes must sum to.
+    """
+    sizes = [math.floor(e) for e in exact]
+    by_remainder = sorted(range(len(exact)), key=lambda i: (-(exact[i] - sizes[i]), i))
+    for i in by_remainder[: max(0, total - sum(sizes))]:
         sizes[i] += 1
-    return sizes[0], sizes[1], sizes[2]
+    return sizes
 
 
 def random_split(

@@ -7,6 +7,7 @@ stratified by class and reproducible from ``seed``.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ import torch
 from torch import Tensor
 
 from graphattn.errors import GraphInputError, check_count, check_seed
+from graphattn.splits.molecules import largest_remainder
 
 __all__ = ["fixed_train_masks", "node_split_masks"]
 
@@ -43,10 +45,12 @@ def node_split_masks(
 
     Rounding each class alone can miss the parts' sizes far: 20 classes of 5 nodes at
     0.8 / 0.1 / 0.1 would give 0 validation nodes (``round(0.5) = 0`` twenty times).
-    So the classes' sizes are then moved, one node at a time and where each class's
-    rounding was furthest off, until every part holds its share of all labelled nodes
-    (largest remainder, as :func:`~graphattn.splits.molecules.split_sizes`). Each class
-    still gets within one node of its own share.
+    So nodes are then moved between parts, in the classes whose rounding was furthest
+    off, until each part holds its share of all labelled nodes (largest remainder, as
+    :func:`~graphattn.splits.molecules.split_sizes`) or no class can give one without
+    going a node past its own share: every class stays within one node of its share,
+    a forced training node counted in it (so a class of 1 node takes none from the
+    other classes' training parts).
 
     Args:
         y: ``[N]`` integer class per node, -1 for unlabelled.
@@ -78,7 +82,7 @@ def node_split_masks(
         name = f"class {c}" if class_names is None else f"class {c} ({class_names[c]!r})"
         sizes.append(_class_sizes(n, name, f_train, f_val, f_test, labels_per_class))
     shares = _exact_shares(counts, (f_train, f_val, f_test), labels_per_class)
-    _balance(sizes, shares, labels_per_class)
+    _balance(sizes, shares)
     _warn_empty_parts(sizes, (f_train, f_val, f_test), sum(counts))
     masks = tuple(torch.zeros_like(y, dtype=torch.bool) for _ in range(3))
     for nodes, class_sizes in zip(members, sizes, strict=True):
@@ -90,56 +94,56 @@ def node_split_masks(
 def _exact_shares(
     counts: list[int], fractions: tuple[float, float, float], per_class: int | None
 ) -> list[list[float]]:
-    """Each class's exact (unrounded) number of nodes per part, ``[class][part]``."""
+    """Each class's exact (unrounded) number of nodes per part, ``[class][part]``. A
+    class's forced training node (its share below 1) counts as its training share, and
+    the rest of the class is shared between validation and test by their ratio."""
     f_train, f_val, f_test = fractions
-    if per_class is not None:  # k train nodes; the rest split val : test
-        ratio = f_val / (f_val + f_test)
-        return [[per_class, ratio * (n - per_class), (1 - ratio) * (n - per_class)] for n in counts]
-    if f_test == 0:  # what rounding leaves goes to val (or to train, without val)
-        return [[f_train * n, n - f_train * n if f_val > 0 else 0.0, 0.0] for n in counts]
-    return [[f * n for f in fractions] for n in counts]
+    shares = []
+    for n in counts:
+        if per_class is not None:
+            train = float(per_class)
+        else:
+            train = max(f_train * n, 1.0) if f_train > 0 and n > 0 else f_train * n
+        to_val = f_val / (f_val + f_test) if f_val + f_test > 0 else 0.0
+        rest = n - train
+        shares.append([train, to_val * rest, rest - to_val * rest])
+    return shares
 
 
-def _part_totals(shares: list[list[float]], total: int) -> list[int]:
-    """Whole part sizes summing to ``total``: floors of the summed shares, the rest one by
-    one to the parts with the largest fractional parts (train first on ties)."""
-    exact = [sum(row[p] for row in shares) for p in range(3)]
-    sizes = [math.floor(e + 1e-9) for e in exact]  # 1e-9: 0.1 * 30 is 3.0000000000000004
-    order = sorted(range(3), key=lambda p: (-(exact[p] - sizes[p]), p))
-    for p in order[: max(0, total - sum(sizes))]:
-        sizes[p] += 1
-    return sizes
-
-
-def _balance(sizes: list[list[int]], shares: list[list[float]], per_class: int | None) -> None:
-    """Move nodes between the parts of classes, in place, until the parts' totals are
-    :func:`_part_totals`: each move goes from a part over its total to one under it, in
-    the class whose rounding was furthest off in that direction (lowest class on ties).
-    A class keeps its last training node, and with ``labels_per_class`` all k of them;
-    where only such moves are left, the totals stay as near as they came."""
-    wanted = _part_totals(shares, sum(map(sum, sizes)))
-    while True:
-        totals = [sum(row[p] for row in sizes) for p in range(3)]
-        moves = [
-            (c, source, to)
-            for to in range(3)
-            if totals[to] < wanted[to]
-            for source in range(3)
-            if totals[source] > wanted[source] and not (source == 0 and per_class is not None)
-            for c, row in enumerate(sizes)
-            if row[source] > (1 if source == 0 else 0)
-        ]
-        if not moves:
-            return
-
-        def how_far_off(move: tuple[int, int, int]) -> tuple[float, int]:
-            c, source, to = move
-            off = (shares[c][to] - sizes[c][to]) + (sizes[c][source] - shares[c][source])
-            return off, -c
-
-        c, source, to = max(moves, key=how_far_off)
-        sizes[c][source] -= 1
-        sizes[c][to] += 1
+def _balance(sizes: list[list[int]], shares: list[list[float]]) -> None:
+    """Move nodes between the parts of classes, in place, towards the parts' totals (the
+    classes' summed shares, by :func:`~graphattn.splits.molecules.largest_remainder`).
+    A node moves from a part over its total to one under it, only in a class that has
+    more than its share in the first and less in the second (so each class stays within
+    one node of its share), the classes furthest off first (lowest class on ties). Where no such move is left, the totals stay as near as they
+    came; every move brings two of them a node nearer, so it ends."""
+    exact = [sum(share[p] for share in shares) for p in range(3)]
+    wanted = largest_remainder(exact, sum(map(sum, sizes)))
+    totals = [sum(row[p] for row in sizes) for p in range(3)]
+    moved = True
+    while moved:
+        moved = False
+        for to, source in itertools.permutations(range(3), 2):
+            need = min(wanted[to] - totals[to], totals[source] - wanted[source])
+            if need <= 0:
+                continue
+            eligible = [
+                c
+                for c, (row, share) in enumerate(zip(sizes, shares, strict=True))
+                if row[source] > share[source] and row[to] < share[to]
+            ]
+            eligible.sort(
+                key=lambda c: (
+                    -((shares[c][to] - sizes[c][to]) + (sizes[c][source] - shares[c][source])),
+                    c,
+                )
+            )
+            for c in eligible[:need]:
+                sizes[c][source] -= 1
+                sizes[c][to] += 1
+            totals[source] -= len(eligible[:need])
+            totals[to] += len(eligible[:need])
+            moved = moved or bool(eligible)
 
 
 def _warn_empty_parts(

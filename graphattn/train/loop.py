@@ -9,7 +9,6 @@ import functools
 import json
 import logging
 import math
-import numbers
 import os
 import random
 from collections.abc import Callable, Iterable, Iterator
@@ -20,7 +19,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from graphattn.errors import GraphInputError, NonFiniteError, TrainingDiverged, check_seed
+from graphattn.errors import (
+    GraphInputError,
+    NonFiniteError,
+    TrainingDiverged,
+    check_seed,
+    whole_number,
+)
 from graphattn.ops.graph import check_finite
 from graphattn.train.checkpoint import CHECKPOINT_NAME
 
@@ -110,7 +115,7 @@ def check_training_settings(
     as a float (``epochs=2.0``, as a YAML or JSON config may hold it) is refused here
     too: it used to fail deep inside Python, NumPy or torch.
     """
-    check_whole_numbers(epochs=epochs, seed=seed, patience=patience)
+    check_whole_numbers(epochs=epochs, patience=patience)
     if epochs < 1:
         raise GraphInputError(f"epochs must be at least 1, got {epochs}")
     if not (lr >= 0 and math.isfinite(lr)):  # 0 keeps the weights (tests use it)
@@ -125,12 +130,10 @@ def check_training_settings(
 
 
 def check_whole_numbers(**settings: object) -> None:
-    """Raise :class:`GraphInputError` naming the first setting that is not an integer
-    (NumPy's included; ``None`` passes, for optional settings; ``bool`` does not)."""
+    """Raise :class:`GraphInputError` naming the first setting that is not a whole number
+    (:func:`~graphattn.errors.whole_number`; ``None`` passes, for optional settings)."""
     for name, value in settings.items():
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if value is not None and whole_number(value) is None:
             raise GraphInputError(f"{name} must be a whole number (an int), got {value!r}")
 
 

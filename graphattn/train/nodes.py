@@ -295,9 +295,11 @@ def train_node_model(
         The metrics dictionary, plus (not written) the trained model under ``"model"``
         and, for a model with label inputs (``metrics["label_inputs"]``), the labels it
         reads under ``"known_labels"`` (``[N]``: the training labels, -1 elsewhere;
-        ``None`` without label inputs). Such a model predicts as in ``predictions.csv``
-        only when given them: ``model.eval()(x, data.edge_index, known_labels)``, with
-        ``x = data.x.float()``. Without label inputs it takes ``(x, data.edge_index)``.
+        ``None`` without label inputs). Such a model refuses a call without them;
+        ``model.eval()(x, data.edge_index, known_labels)``, with ``x = data.x.float()``,
+        gives ``predictions.csv``'s values for every node outside training (its
+        training rows are scored without their own labels: :func:`final_logits`).
+        Without label inputs the model takes ``(x, data.edge_index)``.
     """
     config = config or NodeTrainConfig()
     check_training_settings(

@@ -214,7 +214,7 @@ def fit(model, train_items, val_loader, scaler, config, metric, label, progress,
             count += batch.num_graphs
         judged = averaged.module if averaged is not None else model
         val_pred, val_y, _ = tm._predict_loader(judged, val_loader, scaler, config.task)
-        val_value = tm._validation_value(config.task, metric, val_y, val_pred)
+        val_value = tm._validation_value(config.task, metric, val_y, val_pred, scaler)
         best = stopper.step(val_value, epoch, judged)
         history.append(
             {"epoch": epoch, "train_loss": total / count, f"val_{metric}": val_value, "best": best}
