@@ -39,10 +39,13 @@ class TrainingDiverged(GraphInputError):
 
 
 def whole_number(value: object) -> int | None:
-    """``value`` as an ``int`` when it is a whole number (Python's or NumPy's integers,
-    anything with ``__index__``; not ``bool``, not ``2.0``), else ``None``: the one
-    rule of :func:`check_count`, :func:`check_seed` and the trainers' settings."""
-    if isinstance(value, bool):
+    """``value`` as an ``int`` when it is one whole number (Python's or NumPy's integers,
+    a 0-d integer array or tensor; not a ``bool`` of any kind, not ``2.0``, not
+    ``[5]``), else ``None``: the one rule of :func:`check_count`, :func:`check_seed`
+    and the trainers' settings."""
+    if isinstance(value, bool) or getattr(value, "ndim", 0) != 0:  # [5]: not one number
+        return None
+    if str(getattr(value, "dtype", "")) in ("bool", "torch.bool"):  # np.bool_, tensor(True)
         return None
     try:
         return operator.index(value)

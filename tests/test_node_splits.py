@@ -212,6 +212,27 @@ def test_many_small_classes_are_balanced_with_every_class_near_its_share():
     assert float((per_class - shares).abs().max()) < 1
 
 
+@pytest.mark.parametrize("fractions", [(1 - 9e-7, 0.0, 0.0), (1 + 9e-7, 0.0, 0.0)])
+def test_fractions_a_hair_off_one_give_a_part_of_fraction_0_no_node(fractions):
+    # the leftover of f_train * n went to test: 599999/0/1, or a crash at 1 + 9e-7
+    y = torch.arange(1000).repeat_interleave(600)
+    assert [int(m.sum()) for m in node_split_masks(y, fractions)] == [600000, 0, 0]
+
+
+def test_totals_reached_through_the_third_part_where_no_class_can_move_directly():
+    # classes of 2, 2 and 3 at 0.5/0.25/0.25 stayed 4/1/2, though 3/2/2 keeps every
+    # class within one node of its share (about 0.45% of random class mixes missed)
+    y = torch.tensor([0, 0, 1, 1, 2, 2, 2])
+    assert [int(m.sum()) for m in node_split_masks(y, (0.5, 0.25, 0.25))] == [3, 2, 2]
+
+
+def test_a_small_class_with_a_forced_training_node_shares_the_rest_by_the_ratio():
+    # class 0 (5 nodes at 0.02/0.73/0.25) got 1/4/0: 1.02 from its share of 1/2.98/1.02
+    y = torch.tensor([0] * 5 + [1] * 65)
+    masks = node_split_masks(y, (0.02, 0.73, 0.25), seed=0)
+    assert [int((m & (y == 0)).sum()) for m in masks] == [1, 3, 1]
+
+
 def test_the_facebook_sized_default_split_is_each_classs_rounding():
     # where the classes' roundings already add up to the parts' totals, nothing moves:
     # the stored facebook-pages figures were made with these masks
@@ -241,3 +262,30 @@ def test_split_arguments_that_are_not_numbers_are_named():
         scaffold_split(["CCO", None, "CCN"])  # was a TypeError
     with pytest.raises(GraphInputError, match="labels_per_class must be an integer >= 1, got 2.0"):
         node_split_masks(torch.tensor([0, 1] * 5), labels_per_class=2.0)
+    with pytest.raises(GraphInputError, match=r"n must be from 0 to 2\*\*50"):
+        split_sizes(2**52)  # float products no longer add up to n there
+
+
+@pytest.mark.parametrize(
+    "value", [True, np.True_, torch.tensor(True), torch.tensor([5]), np.array([5]), 2.0, "5"]
+)
+def test_a_seed_must_be_one_whole_number(value):
+    # a bool tensor trained as seed 1 and epochs 1; [5] passed as 5
+    with pytest.raises(GraphInputError, match="seed must be a whole number"):
+        node_split_masks(torch.tensor([0, 1] * 5), seed=value)
+
+
+def test_numpy_and_tensor_seeds_train_as_their_int():
+    # check_seed took them, then random.seed raised a bare TypeError
+    import networkx as nx
+
+    from graphattn.featurize.graph import from_networkx
+    from graphattn.train.nodes import NodeTrainConfig, train_node_model
+
+    data = from_networkx(nx.karate_club_graph(), label_attr="club")
+    masks = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    runs = [
+        train_node_model(data, masks, NodeTrainConfig(epochs=2, seed=seed), progress=False)
+        for seed in (5, np.int64(5), torch.tensor(5))
+    ]
+    assert runs[0]["val"] == runs[1]["val"] == runs[2]["val"]

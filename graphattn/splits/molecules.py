@@ -74,8 +74,8 @@ def split_sizes(n: int, fractions: Sequence[float] = (0.8, 0.1, 0.1)) -> tuple[i
         n (int): number of items.
         fractions (Sequence[float]): train, val, test fractions (positive, sum 1).
     """
-    if n < 0:
-        raise GraphInputError(f"n must be non-negative, got {n}")
+    if not 0 <= n <= 2**50:  # beyond, float products no longer hold a part's size
+        raise GraphInputError(f"n must be from 0 to 2**50, got {n}")
     values = _check_fractions(fractions)
     sizes, exact = _floors(n, values)
     if not 0 <= n - sum(sizes) <= 2:

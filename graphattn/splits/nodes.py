@@ -77,11 +77,14 @@ def node_split_masks(
         nodes = (y == c).nonzero().view(-1)
         members.append(nodes[torch.randperm(nodes.numel(), generator=generator)])
     counts = [m.numel() for m in members]
-    sizes = []
     for c, n in zip(classes, counts, strict=True):
-        name = f"class {c}" if class_names is None else f"class {c} ({class_names[c]!r})"
-        sizes.append(_class_sizes(n, name, f_train, f_val, f_test, labels_per_class))
-    shares = _exact_shares(counts, (f_train, f_val, f_test), labels_per_class)
+        if labels_per_class is not None and n < labels_per_class:
+            name = f"class {c}" if class_names is None else f"class {c} ({class_names[c]!r})"
+            raise GraphInputError(
+                f"{name} has {n} labelled node(s), fewer than labels_per_class={labels_per_class}"
+            )
+    shares = [_class_share(n, (f_train, f_val, f_test), labels_per_class) for n in counts]
+    sizes = [_rounded(n, share) for n, share in zip(counts, shares, strict=True)]
     _balance(sizes, shares)
     _warn_empty_parts(sizes, (f_train, f_val, f_test), sum(counts))
     masks = tuple(torch.zeros_like(y, dtype=torch.bool) for _ in range(3))
@@ -91,59 +94,94 @@ def node_split_masks(
     return masks
 
 
-def _exact_shares(
-    counts: list[int], fractions: tuple[float, float, float], per_class: int | None
-) -> list[list[float]]:
-    """Each class's exact (unrounded) number of nodes per part, ``[class][part]``. A
-    class's forced training node (its share below 1) counts as its training share, and
-    the rest of the class is shared between validation and test by their ratio."""
+def _class_share(
+    n: int, fractions: tuple[float, float, float], per_class: int | None
+) -> list[float]:
+    """A class's exact (unrounded) number of nodes per part, for its ``n`` labelled
+    nodes. A class's forced training node (its share below 1) counts as its training
+    share, the rest of the class then shared between validation and test by their
+    ratio; with ``f_test = 0`` the rest goes to validation (or, with ``f_val = 0`` too, to
+    training), whatever rounding the fractions carry."""
     f_train, f_val, f_test = fractions
-    shares = []
-    for n in counts:
-        if per_class is not None:
-            train = float(per_class)
-        else:
-            train = max(f_train * n, 1.0) if f_train > 0 and n > 0 else f_train * n
-        to_val = f_val / (f_val + f_test) if f_val + f_test > 0 else 0.0
-        rest = n - train
-        shares.append([train, to_val * rest, rest - to_val * rest])
-    return shares
+    if f_val + f_test == 0:
+        return [float(n), 0.0, 0.0]
+    if per_class is not None:
+        train = float(per_class)
+    elif f_train > 0 and n > 0 and f_train * n < 1:
+        train = 1.0
+    elif f_test > 0:  # as the fractions say (the usual case)
+        return [f_train * n, f_val * n, f_test * n]
+    else:
+        train = min(f_train * n, float(n))
+    to_val = f_val / (f_val + f_test)
+    rest = n - train
+    return [train, to_val * rest, rest - to_val * rest]
+
+
+def _rounded(n: int, share: list[float]) -> list[int]:
+    """A class's whole part sizes, each part's share rounded (test takes what is left;
+    with a test share of 0, validation does)."""
+    train = round(share[0])
+    if share[2] == 0:
+        return [train, n - train, 0]
+    val = min(round(share[1]), n - train)
+    return [train, val, n - train - val]
 
 
 def _balance(sizes: list[list[int]], shares: list[list[float]]) -> None:
     """Move nodes between the parts of classes, in place, towards the parts' totals (the
     classes' summed shares, by :func:`~graphattn.splits.molecules.largest_remainder`).
+
     A node moves from a part over its total to one under it, only in a class that has
     more than its share in the first and less in the second (so each class stays within
-    one node of its share), the classes furthest off first (lowest class on ties). Where no such move is left, the totals stay as near as they
-    came; every move brings two of them a node nearer, so it ends."""
+    one node of its share), the classes furthest off first (lowest class on ties). Where
+    no class can move one directly, one class moves a node to the third part and
+    another class moves one from there. Where neither is left, the totals stay as near
+    as they came; every move brings two of them a node nearer, so it ends."""
     exact = [sum(share[p] for share in shares) for p in range(3)]
     wanted = largest_remainder(exact, sum(map(sum, sizes)))
     totals = [sum(row[p] for row in sizes) for p in range(3)]
-    moved = True
-    while moved:
+
+    def movers(source: int, to: int) -> list[int]:
+        """Classes that can give a node from ``source`` to ``to``, furthest off first."""
+        eligible = [
+            c
+            for c, (row, share) in enumerate(zip(sizes, shares, strict=True))
+            if row[source] > share[source] and row[to] < share[to]
+        ]
+        off = {
+            c: (shares[c][to] - sizes[c][to]) + (sizes[c][source] - shares[c][source])
+            for c in eligible
+        }
+        return sorted(eligible, key=lambda c: (-off[c], c))
+
+    def move(c: int, source: int, to: int) -> None:
+        sizes[c][source] -= 1
+        sizes[c][to] += 1
+        totals[source] -= 1
+        totals[to] += 1
+
+    while True:
         moved = False
         for to, source in itertools.permutations(range(3), 2):
             need = min(wanted[to] - totals[to], totals[source] - wanted[source])
-            if need <= 0:
-                continue
-            eligible = [
-                c
-                for c, (row, share) in enumerate(zip(sizes, shares, strict=True))
-                if row[source] > share[source] and row[to] < share[to]
-            ]
-            eligible.sort(
-                key=lambda c: (
-                    -((shares[c][to] - sizes[c][to]) + (sizes[c][source] - shares[c][source])),
-                    c,
-                )
-            )
-            for c in eligible[:need]:
-                sizes[c][source] -= 1
-                sizes[c][to] += 1
-            totals[source] -= len(eligible[:need])
-            totals[to] += len(eligible[:need])
-            moved = moved or bool(eligible)
+            if need > 0:
+                for c in movers(source, to)[:need]:
+                    move(c, source, to)
+                    moved = True
+        if moved:
+            continue
+        for to, source in itertools.permutations(range(3), 2):
+            if min(wanted[to] - totals[to], totals[source] - wanted[source]) > 0:
+                middle = 3 - to - source
+                first, second = movers(source, middle), movers(middle, to)
+                if first and second:  # two classes: one is short of its middle share
+                    move(first[0], source, middle)
+                    move(second[0], middle, to)
+                    moved = True
+                    break
+        if not moved:
+            return
 
 
 def _warn_empty_parts(
@@ -235,23 +273,3 @@ def _describe(y) -> str:
     if isinstance(y, Tensor):
         return f"{y.dtype} tensor of shape {list(y.shape)}"
     return type(y).__name__
-
-
-def _class_sizes(
-    n: int, name: str, f_train: float, f_val: float, f_test: float, per_class: int | None
-) -> list[int]:
-    """How many of a class's n labelled nodes go to train, val and test."""
-    if per_class is None:  # every class with nodes gets at least one training node
-        train = max(round(f_train * n), 1 if f_train > 0 and n > 0 else 0)
-        if f_test == 0:  # no test part asked for: what rounding leaves goes to val
-            val = n - train if f_val > 0 else 0
-            return [n - val, val, 0]
-        val = min(round(f_val * n), n - train)
-        return [train, val, n - train - val]
-    if n < per_class:
-        raise GraphInputError(
-            f"{name} has {n} labelled node(s), fewer than labels_per_class={per_class}"
-        )
-    rest = n - per_class
-    val = round(f_val / (f_val + f_test) * rest)
-    return [per_class, val, rest - val]

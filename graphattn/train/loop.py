@@ -9,6 +9,7 @@ import functools
 import json
 import logging
 import math
+import operator
 import os
 import random
 from collections.abc import Callable, Iterable, Iterator
@@ -167,7 +168,9 @@ def training_device(device: str | torch.device) -> torch.device:
 
 
 def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch so a run is repeatable on one machine."""
+    """Seed Python, NumPy and torch so a run is repeatable on one machine (``seed``: a
+    whole number; a NumPy integer or 0-d tensor is read as its ``int``)."""
+    seed = operator.index(seed)  # random.seed takes no NumPy integer or tensor
     random.seed(seed)
     np.random.seed(seed % 2**32)  # NumPy's legacy seed has 32 bits; large seeds wrap
     torch.manual_seed(torch_seed(seed))
@@ -210,6 +213,7 @@ def keeps_global_rng(train: _Train) -> _Train:
 
 def torch_seed(seed: int) -> int:
     """``seed`` wrapped into the 64 bits a torch generator takes (smaller seeds unchanged)."""
+    seed = operator.index(seed)
     return seed % 2**64 if seed >= 2**64 else seed
 
 
