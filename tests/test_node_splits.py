@@ -233,6 +233,35 @@ def test_a_small_class_with_a_forced_training_node_shares_the_rest_by_the_ratio(
     assert [int((m & (y == 0)).sum()) for m in masks] == [1, 3, 1]
 
 
+@pytest.mark.parametrize(
+    ("counts", "fractions", "expected"),
+    [
+        ([2, 3, 2], (0.5, 0.25, 0.25), [(1, 1, 0), (1, 1, 1), (1, 0, 1)]),
+        ([2, 2, 3], (0.5, 0.25, 0.25), [(1, 1, 0), (1, 0, 1), (1, 1, 1)]),  # through the third
+        (
+            [2, 2, 2, 2, 3],
+            (0.5, 0.25, 0.25),
+            [(1, 1, 0), (1, 1, 0), (1, 0, 1), (1, 0, 1), (1, 1, 1)],
+        ),
+        ([2, 4], (0.6, 0.2, 0.2), [(2, 0, 0), (2, 1, 1)]),
+        ([2, 2], (0.8, 0.1, 0.1), [(1, 1, 0), (2, 0, 0)]),
+        ([3, 3, 3, 3], (0.8, 0.1, 0.1), [(3, 0, 0), (3, 0, 0), (2, 1, 0), (2, 0, 1)]),
+    ],
+)
+def test_which_class_gives_a_node_follows_the_documented_order(counts, fractions, expected):
+    # furthest off first, the lowest class on ties; a class never goes a node past its
+    # share nor gives up its training node (found by a mutation round)
+    y = torch.cat([torch.full((n,), c) for c, n in enumerate(counts)])
+    masks = node_split_masks(y, fractions, seed=0)
+    got = [tuple(int((m & (y == c)).sum()) for m in masks) for c in range(len(counts))]
+    assert got == expected
+
+
+def test_a_train_fraction_a_hair_above_one_with_a_tiny_val_fraction_keeps_every_node():
+    y = torch.arange(1000).repeat_interleave(600)  # a part of -1 nodes crashed here
+    assert [int(m.sum()) for m in node_split_masks(y, (1 + 9e-7, 1e-9, 0.0))] == [600000, 0, 0]
+
+
 def test_the_facebook_sized_default_split_is_each_classs_rounding():
     # where the classes' roundings already add up to the parts' totals, nothing moves:
     # the stored facebook-pages figures were made with these masks
@@ -264,6 +293,7 @@ def test_split_arguments_that_are_not_numbers_are_named():
         node_split_masks(torch.tensor([0, 1] * 5), labels_per_class=2.0)
     with pytest.raises(GraphInputError, match=r"n must be from 0 to 2\*\*50"):
         split_sizes(2**52)  # float products no longer add up to n there
+    assert sum(split_sizes(2**50)) == 2**50  # the bound itself is in range
 
 
 @pytest.mark.parametrize(

@@ -130,6 +130,10 @@ def test_to_networkx_names_predictions_of_the_wrong_size_and_reads_float_labels(
     data.label_names = ["no", "yes"]
     G = to_networkx(data)  # a float label was a list index: TypeError
     assert [G.nodes[n].get("label") for n in G] == ["yes", None, "no"]
+    del data.label_names
+    G = to_networkx(data)  # class numbers stay ints (1.0 == 1, so the type is checked)
+    labels = [G.nodes[n].get("label") for n in G]
+    assert labels == [1, None, 0] and [type(v) for v in labels] == [int, type(None), int]
 
 
 def test_to_networkx_predictions_and_attention():

@@ -1538,6 +1538,8 @@ def test_config_values_of_other_types_are_written_and_bad_ones_refused_first(tmp
         {"seed": 1.5},
         {"ensemble": 2.0},
         {"warmup_epochs": 1.5},
+        {"workers": 2.0},
+        {"patience": 3.0},
     ],
 )
 def test_molecule_counts_given_as_floats_are_named_before_training(tmp_path, setting):
@@ -1550,7 +1552,7 @@ def test_molecule_counts_given_as_floats_are_named_before_training(tmp_path, set
     assert (
         train_molecule_model(
             dataset,
-            MoleculeTrainConfig(epochs=np.int64(1), model={"hidden": 8, "heads": 2}),
+            MoleculeTrainConfig(epochs=np.int64(1), patience=None, model={"hidden": 8, "heads": 2}),
             progress=False,
         )["epochs_run"]
         == 1
@@ -1637,6 +1639,26 @@ def test_targets_that_float32_rounds_beyond_their_spread_are_warned_about(tmp_pa
     with caplog.at_level("WARNING"):
         MoleculeCSV(write_chains(tmp_path / "chains.csv"), target_cols=["y"])
     assert "float32" not in caplog.text
+    near = tmp_path / "near.csv"  # rounding 0.025 against a spread of 9.46: 0.26%
+    near.write_text(
+        "smiles,E\n"
+        + "".join(
+            f"{'C' * (i + 1)}O,{1e6 + v!r}\n" for i, v in enumerate((-15.3, 7.1, 12.2, -3.7, 0.05))
+        )
+    )
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        MoleculeCSV(near, target_cols=["E"])
+    assert "target 'E' is stored in float32" in caplog.text
+    for copies in (2, 3):  # a constant column has no spread to lose (std of 0.1s: 1e-17)
+        constant = tmp_path / f"constant{copies}.csv"
+        constant.write_text(
+            "smiles,c\n" + "".join(f"{'C' * (i + 1)}O,0.1\n" for i in range(copies))
+        )
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            MoleculeCSV(constant, target_cols=["c"])
+        assert "float32" not in caplog.text
     tiny = tmp_path / "tiny.csv"  # subnormal values: no constant to subtract
     tiny.write_text("smiles,k\nCO,3e-44\nCCO,1e-44\nCCCO,2.2e-44\n")
     with caplog.at_level("WARNING"):
@@ -1652,10 +1674,14 @@ def test_a_target_the_run_cannot_learn_or_score_is_named(tmp_path, caplog):
     config = tiny_config(task="classification", epochs=1, seed=0)
     test = set(random_split(36, config.fractions, config.seed)["test"].tolist())
     chains = [f"{'C' * n}{end}" for end in ("O", "N", "Cl") for n in range(1, 13)]
-    rows = "".join(f"{smiles},0,{'' if i in test else i % 2}\n" for i, smiles in enumerate(chains))
+    first = min(test)
+    rows = "".join(
+        f"{smiles},0,{'' if i in test else i % 2},{'' if i in test - {first} else i % 2}\n"
+        for i, smiles in enumerate(chains)
+    )
     source = tmp_path / "m.csv"
-    source.write_text("smiles,never,parity\n" + rows)
-    dataset = MoleculeCSV(source, target_cols=["never", "parity"])
+    source.write_text("smiles,never,parity,once\n" + rows)
+    dataset = MoleculeCSV(source, target_cols=["never", "parity", "once"])
     with caplog.at_level("WARNING"):
         train_molecule_model(dataset, config, run_dir=tmp_path / "run", progress=False)
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
@@ -1664,6 +1690,7 @@ def test_a_target_the_run_cannot_learn_or_score_is_named(tmp_path, caplog):
         "target 'never' has class 0 only among its 29 training labels" in m for m in messages
     )
     assert any("target 'parity' has 0 labelled test molecule(s)" in m for m in messages)
+    assert any("target 'once' has 1 labelled test molecule(s)" in m for m in messages)
     assert any("target 'never' has one class only among its 3 test labels" in m for m in messages)
     assert metrics["test"]["per_target"]["parity"]["roc_auc"] is None
     assert metrics["test"]["per_target"]["never"]["roc_auc"] is None

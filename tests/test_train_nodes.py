@@ -690,7 +690,8 @@ def test_a_model_with_label_inputs_needs_them_and_the_run_returns_them(tmp_path)
     [
         ("isolated_without_x", r"shape \[3\], got \[5\] \(without data.x, .* set data.num_nodes"),
         ("fewer_x_rows", r"shape \[4\], got \[5\] \(the node count is data.x's number of rows"),
-        ("column_y", r"one label per node, shape \[5\], got \[5, 1\]"),
+        ("column_y", r"one label per node, shape \[5\], got \[5, 1\]$"),  # no guessed count
+        ("x_rows_with_num_nodes", r"data.x must be \[num_nodes, F\] = \[5, F\], got \[4, 3\]"),
     ],
 )
 def test_labels_that_do_not_match_the_node_count_are_named(change, message):
@@ -702,6 +703,8 @@ def test_labels_that_do_not_match_the_node_count_are_named(change, message):
         data.x = torch.randn(4, 3)
     elif change == "column_y":
         data.num_nodes, data.y = 5, y.view(-1, 1)
+    elif change == "x_rows_with_num_nodes":
+        data.num_nodes, data.x = 5, torch.randn(4, 3)
     train = torch.tensor([True, True, False, False, False])
     masks = (train, torch.zeros(5, dtype=torch.bool), ~train)
     config = NodeTrainConfig(epochs=1, hidden=8, heads=2)
