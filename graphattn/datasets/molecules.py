@@ -209,7 +209,7 @@ class MoleculeDataset(Dataset):
             if spread <= 1e-9 * size:  # a constant column (np.std of 0.1s is 1.4e-17)
                 continue
             if rounding > 1e-3 * spread:
-                tiny = np.max(np.abs(given[known, t])) < _FLOAT32_TINY
+                tiny = size < _FLOAT32_TINY
                 logger.warning(
                     "%s: target %r is stored in float32, which rounds its values by up "
                     "to %.3g against a spread (standard deviation) of %.3g: %s before "
@@ -607,6 +607,13 @@ def nci_tpsa_path() -> Path:
     return path
 
 
+def _dataset_info(name: str) -> MoleculeDatasetInfo:
+    """The card of a named data set; a ``KeyError`` listing the known names otherwise."""
+    if name not in MOLECULE_DATASETS:
+        raise KeyError(f"unknown molecule data set {name!r}; known: {sorted(MOLECULE_DATASETS)}")
+    return MOLECULE_DATASETS[name]
+
+
 def dataset_featurizer(
     name: str,
     descriptors: bool = True,
@@ -627,10 +634,8 @@ def dataset_featurizer(
     Raises:
         KeyError: unknown name.
     """
-    if name not in MOLECULE_DATASETS:
-        raise KeyError(f"unknown molecule data set {name!r}; known: {sorted(MOLECULE_DATASETS)}")
     return MoleculeFeaturizer(
-        descriptors=MOLECULE_DATASETS[name].descriptors and descriptors,
+        descriptors=_dataset_info(name).descriptors and descriptors,
         contributions=contributions,
         xtb=xtb,  # the featurizer refuses a single string (tuple() would split it)
     )
@@ -660,11 +665,9 @@ def load_molecule_dataset(
         KeyError: unknown name.
         graphattn.datasets.files.DatasetUnavailableError: the file is not available.
     """
+    info = _dataset_info(name)
     if featurizer is None:
-        featurizer = dataset_featurizer(name)  # it names an unknown data set
-    if name not in MOLECULE_DATASETS:
-        raise KeyError(f"unknown molecule data set {name!r}; known: {sorted(MOLECULE_DATASETS)}")
-    info = MOLECULE_DATASETS[name]
+        featurizer = dataset_featurizer(name)
     if name == "nci-tpsa":
         path = nci_tpsa_path()
         options = {"fieldnames": ("smiles", "tpsa"), "comment": "#"}

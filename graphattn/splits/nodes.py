@@ -71,13 +71,12 @@ def node_split_masks(
     f_train, f_val, f_test = _check_fractions(fractions, labels_per_class)
     y = _check_labels(y)
     generator = torch.Generator().manual_seed(check_seed(seed))
-    classes = range(int(y.max()) + 1)
-    members = []
-    for c in classes:
-        nodes = (y == c).nonzero().view(-1)
-        members.append(nodes[torch.randperm(nodes.numel(), generator=generator)])
-    counts = [m.numel() for m in members]
-    for c, n in zip(classes, counts, strict=True):
+    # each class's nodes in ascending order, from one stable sort (not one pass over y
+    # per class), then shuffled class by class
+    counts = torch.bincount(y[y >= 0], minlength=int(y.max()) + 1).tolist()
+    by_class = torch.argsort(y, stable=True)[int((y < 0).sum()) :].split(counts)
+    members = [nodes[torch.randperm(nodes.numel(), generator=generator)] for nodes in by_class]
+    for c, n in enumerate(counts):
         if labels_per_class is not None and n < labels_per_class:
             name = f"class {c}" if class_names is None else f"class {c} ({class_names[c]!r})"
             raise GraphInputError(
