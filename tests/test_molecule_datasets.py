@@ -117,6 +117,23 @@ def test_skipped_rows_are_logged(tmp_path: Path, caplog: pytest.LogCaptureFixtur
     assert any("(e.g. data row 1, counted from 0: " in r.getMessage() for r in caplog.records)
 
 
+def test_repeated_molecules_are_named_by_their_data_rows(tmp_path: Path, caplog) -> None:
+    text = "smiles,y\nOCC,1\nc1ccccc1,2\nC(O)C,3\nbad(,4\nC1=CC=CC=C1,5\nCCO,6\nCCN,7\n"
+    with caplog.at_level(logging.WARNING, logger="graphattn.datasets.molecules"):
+        data = MoleculeCSV(write(tmp_path, text), target_cols="y", name="dups")
+    # ethanol three times and benzene twice, by canonical SMILES; the skipped row 3 is no copy
+    assert data.duplicates == [(0, 2, 5), (1, 4)]
+    (message,) = [r.getMessage() for r in caplog.records if "more than one row" in r.getMessage()]
+    assert message.startswith("dups: 2 molecules occur in more than one row (5 rows; ")
+    assert "e.g. data rows 0, 2, 5: CCO)" in message
+
+
+def test_a_file_without_repeats_has_no_duplicates_and_no_warning(tmp_path: Path, caplog) -> None:
+    with caplog.at_level(logging.WARNING, logger="graphattn.datasets.molecules"):
+        data = MoleculeCSV(write(tmp_path, "smiles,y\nCCO,1\nCCCO,2\n"), target_cols="y")
+    assert data.duplicates == [] and "more than one row" not in caplog.text
+
+
 def test_record_with_wrong_number_of_targets_names_the_row() -> None:
     records = [MoleculeRecord(0, "CCO", [1.0]), MoleculeRecord(1, "CCN", [1.0, 2.0])]
     with pytest.raises(

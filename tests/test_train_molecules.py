@@ -81,6 +81,30 @@ def test_run_folder_has_every_file_and_a_complete_metrics_json(esol_run):
     assert (run_dir / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.parametrize("split", ["random", "scaffold"])
+def test_metrics_count_the_held_out_copies_of_training_molecules(tmp_path, split):
+    # each of 12 ring systems twice (its own scaffold), the second time written otherwise
+    rings = ["c1ccccc1", "C1CCCCC1", "C1CCCC1", "c1ccncc1", "C1CC1", "C1CCC1", "c1ccoc1"]
+    rings += ["c1ccsc1", "C1CCNCC1", "C1CCOC1", "c1cnccn1", "c1ccc2ccccc2c1"]
+    spelled = [s for ring in rings for s in (ring, ring.replace("1", "9"))]
+    source = tmp_path / "twice.csv"
+    source.write_text("smiles,y\n" + "".join(f"{s},{len(s)}\n" for s in spelled))
+    dataset = MoleculeCSV(source, target_cols="y")
+    assert len(dataset.duplicates) == 12
+    config = MoleculeTrainConfig(epochs=1, model=SMALL, split=split, seed=3)
+    metrics = train_molecule_model(dataset, config, run_dir=tmp_path / "run", progress=False)
+    parts = json.loads((tmp_path / "run" / "split.json").read_text())
+    in_train = {dataset.smiles[i] for i in parts["train"]}
+    expected = {p: sum(dataset.smiles[i] in in_train for i in parts[p]) for p in ("val", "test")}
+    assert metrics["num_also_in_train"] == expected
+    written = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert written["num_also_in_train"] == expected
+    if split == "random":
+        assert sum(expected.values()) > 0  # seed 3 parts some pairs
+    else:
+        assert expected == {"val": 0, "test": 0}  # copies share a scaffold group
+
+
 def test_checkpoint_loads_safely_and_reproduces_the_predictions(esol_run):
     dataset, run_dir, metrics = esol_run
     checkpoint = torch.load(run_dir / "model.pt", weights_only=True)

@@ -128,6 +128,10 @@ class MoleculeDataset(Dataset):
         num_rows_read (int): data rows read (kept + skipped).
         smiles (list[str]): canonical SMILES of the kept rows.
         rows (list[int]): data row index of each kept item.
+        duplicates (list[tuple[int, ...]]): the data rows of each canonical SMILES that
+            occurs in more than one kept row, in file order; a warning names them. A random
+            split can put copies of one molecule in training and test, a scaffold split
+            cannot.
         targets (torch.Tensor): float32 ``[num_kept, T]``.
     """
 
@@ -162,6 +166,19 @@ class MoleculeDataset(Dataset):
         )
         if given:
             self._warn_float32_rounding(np.asarray(given, dtype=np.float64))
+        self.duplicates = _duplicate_rows(self.smiles, self.rows)
+        if self.duplicates:
+            example = self.duplicates[0]
+            logger.warning(
+                "%s: %d molecules occur in more than one row (%d rows; e.g. data rows %s: "
+                "%s); a random split can put copies of one molecule in training and test "
+                "(a scaffold split cannot); in Python: .duplicates",
+                self.name,
+                len(self.duplicates),
+                sum(map(len, self.duplicates)),
+                ", ".join(map(str, example)),
+                self.smiles[self.rows.index(example[0])],
+            )
         if self.skipped:
             logger.warning(
                 "%s: skipped %d of %d rows (e.g. %s); all of them are listed in skipped.csv "
@@ -264,6 +281,14 @@ class MoleculeDataset(Dataset):
             f"{type(self).__name__}({self.name!r}, {len(self)} molecules, "
             f"{len(self.skipped)} skipped, targets={self.target_cols})"
         )
+
+
+def _duplicate_rows(smiles: Sequence[str], rows: Sequence[int]) -> list[tuple[int, ...]]:
+    """The rows of each SMILES that occurs more than once, in order of first occurrence."""
+    rows_of: dict[str, list[int]] = {}
+    for text, row in zip(smiles, rows, strict=True):
+        rows_of.setdefault(text, []).append(row)
+    return [tuple(found) for found in rows_of.values() if len(found) > 1]
 
 
 def _as_text(molecule: str | Chem.Mol) -> str:

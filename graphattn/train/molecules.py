@@ -547,6 +547,7 @@ def train_molecule_model(
         "target_cols": list(dataset.target_cols),
         "num_molecules": {k: len(v) for k, v in parts.items()},
         "num_skipped": len(dataset.skipped),
+        "num_also_in_train": _also_in_train(parts),
         "test": results["test"],
         "val": results["val"],
         "train": results["train"],
@@ -944,6 +945,16 @@ def _fit(
             break
     stopper.restore(model)
     return history, stopper.best_epoch
+
+
+def _also_in_train(parts: dict[str, list]) -> dict[str, int]:
+    """How many validation and test molecules have the SMILES of a training molecule
+    (a data set that repeats molecules, under a random split; 0 without ``smiles``)."""
+    seen = {getattr(d, "smiles", None) for d in parts["train"]} - {None}
+    return {
+        name: sum(getattr(d, "smiles", None) in seen for d in parts[name])
+        for name in ("val", "test")
+    }
 
 
 def _check_descriptors(parts: dict[str, list]) -> None:
