@@ -283,10 +283,12 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "predict",
         help="predict molecules of a CSV with a trained model",
-        description="Write the input CSV with pred_<target> columns (classification: also "
-        "prob_<target>; a regression ensemble: also std_<target>, the members' standard "
-        "deviation, which ranks molecules by disagreement and is not an error bar) and an "
-        "error column; one output row per input row, in order.",
+        description="Write the input CSV with pred_<target> columns (classification: "
+        "pred_<target> is the logit, positive for class 1, averaged over an ensemble's "
+        "members, and prob_<target> its sigmoid, the probability of class 1; a regression "
+        "ensemble: also std_<target>, the members' standard deviation, which ranks "
+        "molecules by disagreement and is not an error bar) and an error column; one "
+        "output row per input row, in order.",
     )
     p.add_argument("--model", type=Path, required=True, help="run folder made by train")
     p.add_argument("--csv", type=Path, required=True, help="input CSV with a header")
