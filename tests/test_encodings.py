@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import networkx as nx
 import numpy as np
@@ -439,3 +440,38 @@ def test_sign_flips_are_drawn_per_graph():
     signs = [torch.sign(encoder(x, pe, batch)) for _ in range(20)]
     # nodes 0 and 2 (graphs 0 and 1) get one sign per column each; they must differ sometimes
     assert any(bool((s[0] != s[2]).any()) for s in signs)
+
+
+PATH3 = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (lambda: laplacian_pe(PATH3, 3.0, 2), "num_nodes must be an integer >= 0, got 3.0"),
+        (lambda: random_walk_pe(PATH3, None, 2), "num_nodes must be an integer >= 0, got None"),
+        (lambda: laplacian_pe(PATH3[:, :0], -1, 2), "num_nodes must be an integer >= 0, got -1"),
+        (lambda: laplacian_pe(PATH3, 3, 1, dense_max_nodes=None), "dense_max_nodes must be"),
+        (lambda: AddLaplacianPE(2, dense_max_nodes=-5), "dense_max_nodes must be an integer"),
+        (lambda: PositionalEncoder(4, 2.5), "pe_dim must be an integer >= 1, got 2.5"),
+        (lambda: PositionalEncoder(0, 2), "in_channels must be an integer >= 1, got 0"),
+    ],
+)
+def test_encoding_sizes_are_checked_by_name(call, named) -> None:
+    with pytest.raises(GraphInputError, match=re.escape(named)):
+        call()
+
+
+@pytest.mark.parametrize(
+    ("batch", "num_graphs", "named"),
+    [
+        ([0], None, "batch must have shape [N=5], got [1]"),  # broadcast to one sign before
+        ([0, 0, -1, -1, -1], None, "graph ids >= 0"),  # -1 took the last graph's signs
+        ([0, 0, 1, 1, 2], 2, "batch holds graph id 2, but num_graphs=2"),
+        ([0.0, 0.0, 1.0, 1.0, 1.0], None, "int64 (or int32)"),
+    ],
+)
+def test_sign_flips_refuse_a_batch_that_does_not_fit(batch, num_graphs, named) -> None:
+    encoder = PositionalEncoder(4, 2)  # training mode, sign flips on
+    with pytest.raises(GraphInputError, match=re.escape(named)):
+        encoder(torch.zeros(5, 4), torch.ones(5, 2), torch.tensor(batch), num_graphs=num_graphs)

@@ -176,3 +176,9 @@ def test_global_edges_rejects_bad_batch() -> None:
     for batch in (torch.tensor([-1, 0]), torch.tensor([-1, -1])):
         with pytest.raises(GraphInputError, match="batch must hold graph ids >= 0"):
             global_edges(2, batch)
+
+
+@pytest.mark.parametrize("num_nodes", [True, 3.0, -1, None])
+def test_khop_edges_names_a_bad_node_count(num_nodes) -> None:
+    with pytest.raises(GraphInputError, match="num_nodes must be an integer >= 0"):
+        khop_edges(torch.empty(2, 0, dtype=torch.long), num_nodes, 2)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from graphattn.errors import GraphInputError
+from graphattn.errors import GraphInputError, check_count
+from graphattn.ops.graph import NEGATIVE_GRAPH_ID, validate_batch
 
 __all__ = ["PositionalEncoder"]
 
@@ -61,6 +62,8 @@ class PositionalEncoder(nn.Module):
         sign_flip: bool = True,
     ) -> None:
         super().__init__()
+        in_channels = check_count("in_channels", in_channels)
+        pe_dim = check_count("pe_dim", pe_dim)
         if mode not in _MODES:
             raise GraphInputError(f"mode must be one of {_MODES}, got {mode!r}")
         if mode == "add":
@@ -94,8 +97,16 @@ class PositionalEncoder(nn.Module):
         if batch is None:
             batch = torch.zeros(pe.size(0), dtype=torch.long, device=pe.device)
             num_graphs = 1
+        elif batch.numel() > 0:
+            low, high = torch.stack([batch.min(), batch.max()]).tolist()  # one sync
+            if low < 0:
+                raise GraphInputError(NEGATIVE_GRAPH_ID)
+            if num_graphs is None:
+                num_graphs = high + 1
+            elif high >= check_count("num_graphs", num_graphs, least=0):
+                raise GraphInputError(f"batch holds graph id {high}, but num_graphs={num_graphs}")
         elif num_graphs is None:
-            num_graphs = int(batch.max()) + 1 if batch.numel() > 0 else 0
+            num_graphs = 0
         bits = torch.randint(0, 2, (num_graphs, pe.size(1)), device=pe.device)
         signs = (2 * bits - 1).to(pe.dtype)
         return pe * signs[batch]
@@ -115,8 +126,8 @@ class PositionalEncoder(nn.Module):
             batch (torch.Tensor, optional): graph id of every node, shape :math:`[N]`;
                 :obj:`None` means one graph. Only used for the sign flips.
                 (default: :obj:`None`)
-            num_graphs (int, optional): number of graphs in ``batch``; saves a device sync
-                when given. (default: :obj:`None`)
+            num_graphs (int, optional): number of graphs in ``batch``, more than its
+                largest id. (default: :obj:`None`: that id + 1)
 
         Returns:
             torch.Tensor: shape :math:`[N, F_{out}]`.
@@ -129,6 +140,8 @@ class PositionalEncoder(nn.Module):
             raise GraphInputError(
                 f"pe must have shape [{x.size(0)}, {self.pe_dim}], got {tuple(pe.shape)}"
             )
+        if batch is not None:
+            validate_batch(batch, x.size(0), check_ids=False)  # the ids where they are used
         pe = pe.to(x.dtype)
         if self.sign_flip and self.training:
             pe = self._flip_signs(pe, batch, num_graphs)

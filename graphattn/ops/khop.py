@@ -71,6 +71,7 @@ def khop_edges(
         duplicates, and ``hop_distance`` of shape :math:`[|\mathcal{E}_k|]` (long) with
         :math:`d(j, i) \in [1, \text{hops}]`; both on the device of ``edge_index``.
     """
+    num_nodes = check_count("num_nodes", num_nodes, least=0)
     validate_edge_index(edge_index, num_nodes)
     hops = check_count("hops", hops)
     if batch is not None:
