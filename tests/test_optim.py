@@ -54,6 +54,24 @@ def test_warmup_cosine_warms_up_follows_the_cosine_and_ends_at_the_final_fractio
     assert rates[10] == pytest.approx(0.01) and rates[11] == pytest.approx(0.01)
 
 
+@pytest.mark.parametrize(("warmup", "total"), [(35, 14), (35, 21), (5, 10), (3, 1)])
+def test_a_warm_up_at_least_as_long_as_the_run_is_cut_to_half_of_it(warmup, total):
+    from graphattn.train.loop import warmup_cosine
+
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    schedule = warmup_cosine(optimizer, warmup, total, final_fraction=0.01)
+    rates = []
+    for _ in range(total):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        schedule.step()
+    half = total // 2  # --epochs 2 with the 5-epoch warm-up ramped to 0.4 x lr, no decay
+    assert rates[:half] == pytest.approx([(i + 1) / half for i in range(half)])
+    assert max(rates) == pytest.approx(1.0) and rates[half] == pytest.approx(1.0)
+    if total > 2:
+        assert rates[-1] < 0.5  # decayed before the end
+
+
 def test_adamw_defaults_and_which_parameters_it_fuses() -> None:
     cpu = torch.nn.Parameter(torch.zeros(2))
     meta = torch.nn.Parameter(torch.zeros(2, device="meta"))

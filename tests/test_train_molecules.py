@@ -24,6 +24,7 @@ from graphattn.train.molecules import (
     MoleculeTrainConfig,
     default_workers,
     load_molecule_model,
+    member_seed,
     predict_molecules,
     train_molecule_model,
 )
@@ -1109,6 +1110,21 @@ def test_seeds_beyond_32_bits_train_and_are_repeatable(tmp_path):
     assert np.isfinite(train_molecule_model(dataset, huge, progress=False)["train"]["rmse"])
 
 
+def test_seeds_2_to_the_61_apart_give_members_their_own_initial_weights(tmp_path):
+    # seed * 1000 + member wrapped at 2**64, so these two runs started from the same weights
+    dataset = MoleculeCSV(write_alcohols(tmp_path / "m.csv"), target_cols=["y"])
+
+    def initial_weights(seed: int) -> dict:
+        config = tiny_config(seed=seed, ensemble=1, epochs=1, lr=0.0)
+        return train_molecule_model(dataset, config, progress=False)["model"].state_dict()
+
+    low, high, next_seed = (initial_weights(s) for s in (7, 7 + 2**61, 8))
+    assert not torch.equal(low["atom_encoder.weight"], high["atom_encoder.weight"])
+    assert not torch.equal(low["atom_encoder.weight"], next_seed["atom_encoder.weight"])
+    assert member_seed(7, 2) == 7002  # as before for every seed below 2**64 / 1000
+    assert member_seed(2**63, 0) != member_seed(0, 0) and member_seed(2**63, 0) < 2**64
+
+
 def test_a_model_without_attention_layers_trains(tmp_path):
     # layers=0 is allowed on purpose: a baseline that pools the encoded atoms directly
     dataset = MoleculeCSV(write_alcohols(tmp_path / "m.csv"), target_cols=["y"])
@@ -1718,3 +1734,18 @@ def test_a_target_the_run_cannot_learn_or_score_is_named(tmp_path, caplog):
     assert any("target 'never' has one class only among its 3 test labels" in m for m in messages)
     assert metrics["test"]["per_target"]["parity"]["roc_auc"] is None
     assert metrics["test"]["per_target"]["never"]["roc_auc"] is None
+
+
+def test_batch_norm_refuses_a_training_batch_of_one_atom_by_row(tmp_path):
+    source = tmp_path / "m.csv"
+    alcohols = "".join(f"{'C' * n}O,{n}\n" for n in range(1, 9))
+    source.write_text("smiles,y\n" + alcohols + "C,0\nO,1\nN,2\nS,3\n")  # rows 8-11: one atom
+    dataset = MoleculeCSV(source, target_cols=["y"])
+    model = {"hidden": 16, "layers": 1, "norm": "batch"}
+    config = tiny_config(batch_size=1, model=model)
+    one_atom = r"batch can hold only data row (8|9|10|11), counted from 0: [CONS], which has one"
+    with pytest.raises(GraphInputError, match=one_atom):
+        train_molecule_model(dataset, config, progress=False)
+    # torch raised "Expected more than 1 value per channel" mid-training; two per batch train
+    metrics = train_molecule_model(dataset, replace(config, batch_size=2), progress=False)
+    assert np.isfinite(metrics["train"]["rmse"])

@@ -401,8 +401,8 @@ def test_train_inputs_hide_exactly_the_scored_labels():
         assert torch.equal(known[train & ~scored], y[train & ~scored])
 
 
-def spied_karate_run(monkeypatch, tmp_path, **settings):
-    """Train on karate (0.5/0.25/0.25) recording each forward's mode, known labels and
+def spied_karate_run(monkeypatch, tmp_path, fractions=(0.5, 0.25, 0.25), **settings):
+    """Train on karate (default 0.5/0.25/0.25) recording each forward's mode, known labels and
     predictions, and the number of rows of each training loss."""
     import torch.nn.functional as F
 
@@ -424,7 +424,7 @@ def spied_karate_run(monkeypatch, tmp_path, **settings):
     monkeypatch.setattr(NodeClassifier, "forward", spy)
     monkeypatch.setattr(F, "cross_entropy", loss_spy)
     data = load_node_dataset("karate")
-    masks = node_split_masks(data.y, (0.5, 0.25, 0.25), seed=0)
+    masks = node_split_masks(data.y, fractions, seed=0)
     config = NodeTrainConfig(**{"epochs": 6, "patience": 6, "label_inputs": True, **settings})
     metrics = train_node_model(data, masks, config, run_dir=tmp_path, progress=False)
     history = json.loads((tmp_path / "history.json").read_text())["history"]
@@ -510,15 +510,30 @@ def test_history_and_metrics_score_the_validation_nodes_of_the_kept_epoch(monkey
     assert metrics["best_epoch"] < len(history)  # the setting: the kept epoch is not the last
     per_epoch = [pred for is_training, _, pred in calls if not is_training][: len(history)]
     for record, pred in zip(history, per_epoch, strict=True):
-        expected = float((pred[val] == data.y[val]).float().mean())
-        assert record["val_accuracy"] == pytest.approx(expected)
+        expected = int((pred[val] == data.y[val]).sum()) / int(val.sum())
+        assert record["val_accuracy"] == expected
     best = history[metrics["best_epoch"] - 1]
-    assert best["best"] and metrics["val"]["accuracy"] == pytest.approx(best["val_accuracy"])
+    assert best["best"] and metrics["val"]["accuracy"] == best["val_accuracy"]
     assert not metrics["model"].training  # predictions come from eval mode (no dropout)
     rows = list(csv.DictReader((tmp_path / "predictions.csv").read_text().splitlines()))
     for row in rows:  # the predicted class is the most probable one, from the same inputs
         probs = [float(row[f"prob_{name}"]) for name in data.label_names]
         assert row["predicted"] == data.label_names[probs.index(max(probs))]
+
+
+def test_history_holds_the_float64_validation_accuracy_that_metrics_json_reports(
+    monkeypatch, tmp_path
+):
+    # 9 validation nodes and a slow start: history held float32's 0.8888888955116272 for 8/9
+    data, (_, val, _), calls, _, metrics, history = spied_karate_run(
+        monkeypatch, tmp_path, epochs=20, label_inputs=False, lr=1e-4
+    )
+    per_epoch = [pred for is_training, _, pred in calls if not is_training][: len(history)]
+    scores = [int((pred[val] == data.y[val]).sum()) / 9 for pred in per_epoch]
+    assert int(val.sum()) == 9 and len(set(scores) - {0.0, 1.0}) >= 2
+    assert [record["val_accuracy"] for record in history] == scores
+    written = json.loads((tmp_path / "metrics.json").read_text())["val"]["accuracy"]
+    assert written == history[metrics["best_epoch"] - 1]["val_accuracy"]
 
 
 def test_label_inputs_default_follows_the_share_of_labelled_training_nodes():

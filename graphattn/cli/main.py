@@ -139,8 +139,9 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--lr",
         type=float,
-        help="peak learning rate of AdamW; molecules warm up to it for 5 epochs, then decay "
-        f"it along a cosine (default: molecules 0.001, nodes 0.005{tuned})",
+        help="peak learning rate of AdamW; molecules warm up to it for 5 epochs (half the "
+        "run if shorter), then decay it along a cosine "
+        f"(default: molecules 0.001, nodes 0.005{tuned})",
     )
     p.add_argument(
         "--patience",

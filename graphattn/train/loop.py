@@ -223,7 +223,10 @@ def warmup_cosine(
     total_steps: int,
     final_fraction: float = 0.01,
 ) -> torch.optim.lr_scheduler.LambdaLR:
-    """Linear warm-up to the base learning rate, then cosine decay to ``final_fraction``."""
+    """Linear warm-up to the base learning rate over ``warmup_steps``, or over half of
+    ``total_steps`` where that is fewer (a run shorter than its warm-up would never reach
+    the rate, nor decay), then cosine decay to ``final_fraction`` at ``total_steps``."""
+    warmup_steps = min(warmup_steps, total_steps // 2)
 
     def factor(step: int) -> float:
         if step < warmup_steps:

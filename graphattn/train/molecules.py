@@ -171,7 +171,7 @@ class MoleculeTrainConfig:
         batch_size: molecules per batch.
         lr: peak learning rate (AdamW), reached after ``warmup_epochs``, then cosine decay.
         weight_decay: AdamW weight decay.
-        warmup_epochs: linear warm-up length.
+        warmup_epochs: linear warm-up length (at most half of the run's steps).
         patience: stop after this many epochs without a better validation metric.
         seed: seeds the split, the initialisation and the batch order.
             Training seeds the global generators of Python, NumPy and torch with it,
@@ -498,6 +498,8 @@ def train_molecule_model(
     metric = _selection_metric(task, part_targets["val"], len(parts["val"]))
     if model_config.mol_dim:
         _check_descriptors(parts)
+    if model_config.norm == "batch":
+        _check_batch_norm(parts["train"], config.batch_size)
     train_descriptors = (
         torch.cat([d.mol_x for d in parts["train"]]) if model_config.mol_dim else None
     )
@@ -612,7 +614,7 @@ class _MembersJob:
     ) -> tuple[MoleculeModel, list[dict], int]:
         """Member ``member`` (its own seed; the pretrained encoder if any; the training
         molecules' descriptor standardisation), trained: ``(model, history, best_epoch)``."""
-        seed_everything(self.config.seed * 1000 + member)
+        seed_everything(member_seed(self.config.seed, member))
         model = MoleculeModel(self.model_config)
         if self.pretrained is not None:
             self.pretrained.load_into(model)
@@ -867,6 +869,16 @@ def _unblock_feeder(call_queue) -> None:
             os.close(handle)
 
 
+def member_seed(seed: int, member: int) -> int:
+    """The seed of an ensemble's member: ``seed * 1000 + member`` where that fits in the
+    64 bits of a torch generator (all but the largest seeds), else a hash of both, so that
+    seeds past 2**64 / 1000 do not wrap onto the members of smaller ones."""
+    combined = seed * 1000 + member
+    if combined < 2**64:
+        return combined
+    return int(np.random.SeedSequence([seed, member]).generate_state(1, np.uint64)[0])
+
+
 def _train_loader(train_items: list, config: MoleculeTrainConfig) -> DataLoader:
     """Shuffled training batches, in an order seeded from torch's current seed; a last
     batch smaller than ``batch_size`` is dropped unless it is the only one."""
@@ -955,6 +967,22 @@ def _also_in_train(parts: dict[str, list]) -> dict[str, int]:
         name: sum(getattr(d, "smiles", None) in seen for d in parts[name])
         for name in ("val", "test")
     }
+
+
+def _check_batch_norm(train: list, batch_size: int) -> None:
+    """Batch normalisation needs two atoms in every training batch: refuse the batches of
+    one molecule of one atom (torch's error would come mid-training, without the row)."""
+    if batch_size > 1 and len(train) > 1:
+        return
+    lone = next((d for d in train if d.num_nodes == 1), None)
+    if lone is not None:
+        smiles = getattr(lone, "smiles", "a molecule")
+        where = describe_row(lone.row, smiles) if hasattr(lone, "row") else smiles
+        raise GraphInputError(
+            f"norm='batch' needs two atoms in every training batch, but with batch_size="
+            f"{batch_size} and {len(train)} training molecules a batch can hold only {where}, "
+            "which has one atom: use batch_size >= 2 or norm='layer'"
+        )
 
 
 def _check_descriptors(parts: dict[str, list]) -> None:

@@ -371,7 +371,7 @@ def train_node_model(
         if has_val:
             with divergence_named(epoch, epoch, config.lr, model, (x,)):
                 pred = _predict(model, x, edge_index, eval_inputs)
-            record["val_accuracy"] = float((pred[masks["val"]] == y[masks["val"]]).float().mean())
+            record["val_accuracy"] = float((pred[masks["val"]] == y[masks["val"]]).double().mean())
             record["best"] = stopper.step(record["val_accuracy"], epoch, model)
             bar.set_postfix(loss=f"{loss.item():.4f}", val_acc=f"{record['val_accuracy']:.4f}")
         else:
