@@ -13,7 +13,10 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 RUN_DIR ?= runs/default
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# The stamp's name holds a checksum of the install settings, so that changing one
+# (make test TORCH_SPEC=torch==2.14.1) installs again instead of testing the old torch.
+SETTINGS := $(PYTHON) $(TORCH_SPEC) $(TORCH_INDEX)
+STAMP := $(VENV)/.installed-$(firstword $(shell printf '%s' '$(SETTINGS)' | cksum))
 
 .PHONY: install test test-slow train lint bench clean
 
@@ -23,6 +26,7 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
 	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -e ".[dev]"
+	rm -f $(VENV)/.installed $(VENV)/.installed-*
 	touch $@
 
 install: $(STAMP)
@@ -43,5 +47,8 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/graphattn bench --out bench_out
 
+# the environment and caches (Numba's compiled kernels in __pycache__); the run folders
+# (runs/, bench_out/) hold your results and are left alone
 clean:
-	rm -rf $(VENV) runs bench_out .pytest_cache
+	rm -rf $(VENV) .pytest_cache graphattn.egg-info
+	find graphattn tests benchmarks examples -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -5,6 +5,8 @@ from __future__ import annotations
 import fnmatch
 import importlib.metadata
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -61,6 +63,34 @@ def test_make_refuses_a_python_older_than_the_pinned_versions_need():
         assert oldest in SpecifierSet(needs), f"{line} needs Python {needs}, make accepts {oldest}"
     if not checked:
         pytest.skip("none of the pinned versions is installed")
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_installs_again_when_an_install_setting_changes(tmp_path):
+    """``make test TORCH_SPEC=...`` on an installed environment reinstalls with that torch
+    (the stamp once ignored the settings, so the old torch was tested)."""
+    for name in ("Makefile", "pyproject.toml", "requirements/constraints.txt"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        shutil.copy(ROOT / name, tmp_path / name)
+
+    def planned(*settings: str) -> str:
+        command = ["make", "-n", "install", "VENV=env", *settings]
+        return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True).stdout
+
+    (stamp,) = re.findall(r"^touch (env/\.installed-\d+)$", planned(), re.MULTILINE)
+    (tmp_path / "env").mkdir()
+    (tmp_path / stamp).touch()  # installed with the default settings
+    assert "pip install" not in planned()
+    assert '"torch==2.14.1"' in planned("TORCH_SPEC=torch==2.14.1")
+    assert "--index-url https://example.org/cpu" in planned("TORCH_INDEX=https://example.org/cpu")
+    assert "pip install" in planned("PYTHON=python3.12")
+
+
+def test_the_constraints_leave_triton_to_torch():
+    # a CUDA build of torch pins its own triton (torch 2.13.0: 3.7.1): a pin here made
+    # pip refuse every CUDA torch with ResolutionImpossible
+    pins = (ROOT / "requirements" / "constraints.txt").read_text().splitlines()
+    assert not [line for line in pins if re.match(r"(torch|triton)==", line, re.IGNORECASE)]
 
 
 def test_the_sdist_holds_the_test_suite_and_what_it_reads(tmp_path):
