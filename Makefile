@@ -13,21 +13,29 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 RUN_DIR ?= runs/default
 BIN := $(VENV)/bin
-# The stamp's name holds a checksum of the install settings, so that changing one
-# (make test TORCH_SPEC=torch==2.14.1) installs again instead of testing the old torch.
-SETTINGS := $(PYTHON) $(TORCH_SPEC) $(TORCH_INDEX)
-STAMP := $(VENV)/.installed-$(firstword $(shell printf '%s' '$(SETTINGS)' | cksum))
+STAMP := $(VENV)/.installed
 
-.PHONY: install test test-slow train lint bench clean
+# The install settings are recorded in the environment. Naming one that differs from the
+# record (make test TORCH_SPEC=torch==2.14.1) builds the environment again from scratch
+# (pip alone would keep the old torch: ==2.13.0 also matches 2.13.0+cpu); targets run
+# without install settings use the environment as it is.
+SETTINGS := $(strip $(PYTHON) $(TORCH_SPEC) $(TORCH_INDEX))
+RECORDED := $(strip $(shell cat $(VENV)/.settings 2>/dev/null))
+NAMED := $(filter command line environment,$(origin PYTHON) $(origin TORCH_SPEC) $(origin TORCH_INDEX))
+REBUILD := $(if $(NAMED),$(if $(filter-out $(SETTINGS),$(RECORDED))$(filter-out $(RECORDED),$(SETTINGS)),settings-changed))
 
-$(STAMP): pyproject.toml requirements/constraints.txt
+.PHONY: install test test-slow train lint bench clean settings-changed
+
+$(STAMP): pyproject.toml requirements/constraints.txt $(REBUILD)
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "requirements/constraints.txt pins versions (numpy, scipy, ...) that need Python >= 3.11, not " + sys.version.split()[0] + ": make PYTHON=python3.11 (or newer)")'
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv $(if $(REBUILD),--clear) $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
 	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -e ".[dev]"
-	rm -f $(VENV)/.installed $(VENV)/.installed-*
+	printf '%s\n' '$(subst ','\'',$(SETTINGS))' > $(VENV)/.settings
 	touch $@
+
+settings-changed:
 
 install: $(STAMP)
 
@@ -47,8 +55,10 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/graphattn bench --out bench_out
 
+CODE_DIRS := $(wildcard graphattn tests benchmarks examples)
+
 # the environment and caches (Numba's compiled kernels in __pycache__); the run folders
 # (runs/, bench_out/) hold your results and are left alone
 clean:
 	rm -rf $(VENV) .pytest_cache graphattn.egg-info
-	find graphattn tests benchmarks examples -name __pycache__ -type d -prune -exec rm -rf {} +
+	$(if $(CODE_DIRS),find $(CODE_DIRS) -name __pycache__ -type d -prune -exec rm -rf {} +)

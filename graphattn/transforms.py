@@ -26,7 +26,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
-from graphattn.errors import GraphInputError, check_count
+from graphattn.errors import GraphInputError, check_count, is_real
 from graphattn.ops.graph import validate_edge_index
 
 __all__ = [
@@ -137,6 +137,13 @@ def _fix_signs(vecs: np.ndarray) -> np.ndarray:
     return vecs * signs
 
 
+def _check_dense_max_nodes(value: object) -> float:
+    """``dense_max_nodes``: any number >= 0 (``math.inf``: always dense), else an error."""
+    if not is_real(value) or not value >= 0:
+        raise GraphInputError(f"dense_max_nodes must be a number >= 0, got {value!r}")
+    return value
+
+
 def laplacian_eigenpairs(
     edge_index: Tensor,
     num_nodes: int,
@@ -188,8 +195,8 @@ def laplacian_eigenpairs(
         edge_index (torch.Tensor): edges, integer tensor of shape :math:`[2, |\mathcal{E}|]`.
         num_nodes (int): number of nodes :math:`N`.
         k (int): number of eigenpairs :math:`k \ge 1`.
-        dense_max_nodes (int, optional): largest :math:`N` solved densely.
-            (default: :obj:`DENSE_EIGH_MAX_NODES` = 2000)
+        dense_max_nodes (int, optional): largest :math:`N` solved densely (``math.inf``:
+            every graph). (default: :obj:`DENSE_EIGH_MAX_NODES` = 2000)
 
     Returns:
         (torch.Tensor, torch.Tensor): eigenvalues of shape :math:`[k]` (ascending) and
@@ -197,7 +204,7 @@ def laplacian_eigenpairs(
         :math:`c`), in the default float dtype, on the CPU.
     """
     num_nodes = check_count("num_nodes", num_nodes, least=0)
-    dense_max_nodes = check_count("dense_max_nodes", dense_max_nodes, least=0)
+    _check_dense_max_nodes(dense_max_nodes)
     validate_edge_index(edge_index, num_nodes)
     k = check_count("k", k)
     dtype = torch.get_default_dtype()
@@ -399,7 +406,7 @@ class AddLaplacianPE(BaseTransform):
         k = check_count("k", k)
         self.k = k
         self.attr_name = attr_name
-        self.dense_max_nodes = check_count("dense_max_nodes", dense_max_nodes, least=0)
+        self.dense_max_nodes = _check_dense_max_nodes(dense_max_nodes)
 
     def forward(self, data: Data) -> Data:
         pe = laplacian_pe(_graph_edges(data), data.num_nodes, self.k, self.dense_max_nodes)

@@ -452,7 +452,8 @@ PATH3 = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
         (lambda: random_walk_pe(PATH3, None, 2), "num_nodes must be an integer >= 0, got None"),
         (lambda: laplacian_pe(PATH3[:, :0], -1, 2), "num_nodes must be an integer >= 0, got -1"),
         (lambda: laplacian_pe(PATH3, 3, 1, dense_max_nodes=None), "dense_max_nodes must be"),
-        (lambda: AddLaplacianPE(2, dense_max_nodes=-5), "dense_max_nodes must be an integer"),
+        (lambda: AddLaplacianPE(2, dense_max_nodes=-5), "dense_max_nodes must be a number >= 0"),
+        (lambda: PositionalEncoder(4, 2, 8.5, "concat"), "out_channels must be an integer"),
         (lambda: PositionalEncoder(4, 2.5), "pe_dim must be an integer >= 1, got 2.5"),
         (lambda: PositionalEncoder(0, 2), "in_channels must be an integer >= 1, got 0"),
     ],
@@ -469,9 +470,27 @@ def test_encoding_sizes_are_checked_by_name(call, named) -> None:
         ([0, 0, -1, -1, -1], None, "graph ids >= 0"),  # -1 took the last graph's signs
         ([0, 0, 1, 1, 2], 2, "batch holds graph id 2, but num_graphs=2"),
         ([0.0, 0.0, 1.0, 1.0, 1.0], None, "int64 (or int32)"),
+        ([0, 0, 0, 0, 0], 2.0, "num_graphs must be an integer >= 0, got 2.0"),
     ],
 )
 def test_sign_flips_refuse_a_batch_that_does_not_fit(batch, num_graphs, named) -> None:
     encoder = PositionalEncoder(4, 2)  # training mode, sign flips on
     with pytest.raises(GraphInputError, match=re.escape(named)):
         encoder(torch.zeros(5, 4), torch.ones(5, 2), torch.tensor(batch), num_graphs=num_graphs)
+
+
+def test_an_empty_batch_checks_num_graphs_too() -> None:
+    encoder = PositionalEncoder(4, 2)
+    empty = torch.zeros(0, dtype=torch.long)
+    with pytest.raises(GraphInputError, match="num_graphs must be an integer >= 0, got -1"):
+        encoder(torch.zeros(0, 4), torch.zeros(0, 2), empty, num_graphs=-1)
+    assert encoder(torch.zeros(0, 4), torch.zeros(0, 2), empty, num_graphs=3).shape == (0, 4)
+
+
+def test_dense_max_nodes_takes_infinity_for_always_dense() -> None:
+    torus = nx.convert_node_labels_to_integers(nx.grid_2d_graph(5, 5, periodic=True))
+    edges = nx_edges(torus)
+    exact, _ = laplacian_eigenpairs(edges, 25, 4, dense_max_nodes=math.inf)
+    dense, _ = laplacian_eigenpairs(edges, 25, 4, dense_max_nodes=25)
+    torch.testing.assert_close(exact, dense, rtol=0, atol=0)
+    assert AddLaplacianPE(2, dense_max_nodes=1e4).dense_max_nodes == 1e4

@@ -128,6 +128,17 @@ def test_repeated_molecules_are_named_by_their_data_rows(tmp_path: Path, caplog)
     assert "e.g. data rows 0, 2, 5: CCO)" in message
 
 
+def test_a_repeated_molecule_is_named_by_its_own_smiles_when_rows_repeat(caplog) -> None:
+    # two sources numbered from 0: row numbers repeat, so the group is found by position
+    records = [MoleculeRecord(0, "CCN", (1.0,)), MoleculeRecord(1, "CCC", (2.0,))]
+    records += [MoleculeRecord(0, "CCO", (3.0,)), MoleculeRecord(1, "OCC", (4.0,))]
+    with caplog.at_level(logging.WARNING, logger="graphattn.datasets.molecules"):
+        data = MoleculeDataset(records, target_cols=["y"])
+    assert data.duplicates == [(0, 1)]
+    assert "1 molecule occurs in more than one row (2 rows; " in caplog.text
+    assert "e.g. data rows 0, 1: CCO)" in caplog.text  # not CCN, the first item of row 0
+
+
 def test_a_file_without_repeats_has_no_duplicates_and_no_warning(tmp_path: Path, caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="graphattn.datasets.molecules"):
         data = MoleculeCSV(write(tmp_path, "smiles,y\nCCO,1\nCCCO,2\n"), target_cols="y")

@@ -54,8 +54,7 @@ def test_warmup_cosine_warms_up_follows_the_cosine_and_ends_at_the_final_fractio
     assert rates[10] == pytest.approx(0.01) and rates[11] == pytest.approx(0.01)
 
 
-@pytest.mark.parametrize(("warmup", "total"), [(35, 14), (35, 21), (5, 10), (3, 1)])
-def test_a_warm_up_at_least_as_long_as_the_run_is_cut_to_half_of_it(warmup, total):
+def learning_rates(warmup: int, total: int) -> list[float]:
     from graphattn.train.loop import warmup_cosine
 
     optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
@@ -65,11 +64,22 @@ def test_a_warm_up_at_least_as_long_as_the_run_is_cut_to_half_of_it(warmup, tota
         rates.append(optimizer.param_groups[0]["lr"])
         optimizer.step()
         schedule.step()
+    return rates
+
+
+@pytest.mark.parametrize(("warmup", "total"), [(35, 14), (35, 21), (10, 10), (3, 1)])
+def test_a_warm_up_at_least_as_long_as_the_run_is_cut_to_half_of_it(warmup, total):
+    rates = learning_rates(warmup, total)
     half = total // 2  # --epochs 2 with the 5-epoch warm-up ramped to 0.4 x lr, no decay
     assert rates[:half] == pytest.approx([(i + 1) / half for i in range(half)])
     assert max(rates) == pytest.approx(1.0) and rates[half] == pytest.approx(1.0)
     if total > 2:
         assert rates[-1] < 0.5  # decayed before the end
+
+
+def test_a_warm_up_shorter_than_the_run_is_kept():
+    rates = learning_rates(5, 8)  # e.g. --epochs 8 with the 5-epoch warm-up
+    assert rates[:6] == pytest.approx([0.2, 0.4, 0.6, 0.8, 1.0, 1.0])
 
 
 def test_adamw_defaults_and_which_parameters_it_fuses() -> None:

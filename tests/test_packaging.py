@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import importlib.metadata
+import os
 import re
 import shutil
 import subprocess
@@ -66,24 +67,37 @@ def test_make_refuses_a_python_older_than_the_pinned_versions_need():
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
-def test_make_installs_again_when_an_install_setting_changes(tmp_path):
-    """``make test TORCH_SPEC=...`` on an installed environment reinstalls with that torch
-    (the stamp once ignored the settings, so the old torch was tested)."""
+def test_make_builds_the_environment_again_when_an_install_setting_changes(tmp_path):
+    """``make test TORCH_SPEC=...`` on an installed environment rebuilds it with that torch
+    (the stamp once ignored the settings, so the old torch was tested); targets run
+    without install settings use the environment as it is."""
     for name in ("Makefile", "pyproject.toml", "requirements/constraints.txt"):
         (tmp_path / name).parent.mkdir(exist_ok=True)
         shutil.copy(ROOT / name, tmp_path / name)
+    # an outer make (make test TORCH_SPEC=...) passes its settings down through these
+    inherited = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PYTHON", "TORCH_SPEC", "TORCH_INDEX"}
+    env = {k: v for k, v in os.environ.items() if k not in inherited | {"VENV"}}
 
-    def planned(*settings: str) -> str:
-        command = ["make", "-n", "install", "VENV=env", *settings]
-        return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True).stdout
+    def planned(target: str, *settings: str) -> str:
+        command = ["make", "-n", target, "VENV=env", *settings]
+        done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
 
-    (stamp,) = re.findall(r"^touch (env/\.installed-\d+)$", planned(), re.MULTILINE)
+    first = planned("install")
+    assert "-m venv  env" in first and "--clear" not in first
     (tmp_path / "env").mkdir()
-    (tmp_path / stamp).touch()  # installed with the default settings
-    assert "pip install" not in planned()
-    assert '"torch==2.14.1"' in planned("TORCH_SPEC=torch==2.14.1")
-    assert "--index-url https://example.org/cpu" in planned("TORCH_INDEX=https://example.org/cpu")
-    assert "pip install" in planned("PYTHON=python3.12")
+    (tmp_path / "env" / ".settings").write_text("python3 torch==2.13.0\n")  # as recorded
+    (tmp_path / "env" / ".installed").touch()
+    assert "pip install" not in planned("install")
+    assert "pip install" not in planned("install", "TORCH_SPEC=torch==2.13.0")  # the same
+    assert "pip install" not in planned("train")
+    rebuilt = planned("install", "TORCH_SPEC=torch==2.14.1")
+    assert "-m venv --clear env" in rebuilt and '"torch==2.14.1"' in rebuilt
+    assert "> env/.settings" in rebuilt
+    rebuilt = planned("install", "TORCH_INDEX=https://example.org/cpu")
+    assert "--clear" in rebuilt and "--index-url https://example.org/cpu" in rebuilt
+    assert "python3.12 -m venv --clear env" in planned("install", "PYTHON=python3.12")
 
 
 def test_the_constraints_leave_triton_to_torch():

@@ -106,6 +106,27 @@ def test_metrics_count_the_held_out_copies_of_training_molecules(tmp_path, split
         assert expected == {"val": 0, "test": 0}  # copies share a scaffold group
 
 
+def test_held_out_copies_count_stereoisomers_and_are_unknown_without_smiles(tmp_path):
+    # the graph features do not encode stereochemistry: these are one input twice each
+    pairs = [("C/C=C/C=O", "CC=CC=O"), ("Cl/C=C/Cl", "Cl/C=C\\Cl"), ("C[C@H](N)O", "CC(N)O")]
+    pairs += [("C" * n + "O", "C" * n + "O") for n in range(1, 6)]
+    source = tmp_path / "stereo.csv"
+    source.write_text("smiles,y\n" + "".join(f"{a},1\n{b},2\n" for a, b in pairs))
+    dataset = MoleculeCSV(source, target_cols=["y"])
+    assert dataset.duplicates == [(2 * i, 2 * i + 1) for i in range(len(pairs))]
+    config = MoleculeTrainConfig(epochs=1, model=SMALL, seed=3, fractions=(0.5, 0.25, 0.25))
+    metrics = train_molecule_model(dataset, config, run_dir=tmp_path / "run", progress=False)
+    parts = json.loads((tmp_path / "run" / "split.json").read_text())
+    pair_of = {i: i // 2 for i in range(len(dataset))}
+    in_train = {pair_of[i] for i in parts["train"]}
+    expected = {p: sum(pair_of[i] in in_train for i in parts[p]) for p in ("val", "test")}
+    assert metrics["num_also_in_train"] == expected and sum(expected.values()) > 0
+    for item in dataset:
+        del item.smiles
+    unknown = train_molecule_model(dataset, config, progress=False)["num_also_in_train"]
+    assert unknown is None  # not 0, which would say there are no copies
+
+
 def test_checkpoint_loads_safely_and_reproduces_the_predictions(esol_run):
     dataset, run_dir, metrics = esol_run
     checkpoint = torch.load(run_dir / "model.pt", weights_only=True)
@@ -1123,6 +1144,10 @@ def test_seeds_2_to_the_61_apart_give_members_their_own_initial_weights(tmp_path
     assert not torch.equal(low["atom_encoder.weight"], next_seed["atom_encoder.weight"])
     assert member_seed(7, 2) == 7002  # as before for every seed below 2**64 / 1000
     assert member_seed(2**63, 0) != member_seed(0, 0) and member_seed(2**63, 0) < 2**64
+    # NumPy integers wrapped before the check, tensors stayed tensors (and failed)
+    assert member_seed(np.uint64(2**63), 0) == member_seed(2**63, 0)
+    assert member_seed(torch.tensor(3), 1) == 3001
+    assert member_seed(0, 1000) != member_seed(1, 0)  # a large ensemble meets no next seed
 
 
 def test_a_model_without_attention_layers_trains(tmp_path):
@@ -1743,7 +1768,7 @@ def test_batch_norm_refuses_a_training_batch_of_one_atom_by_row(tmp_path):
     dataset = MoleculeCSV(source, target_cols=["y"])
     model = {"hidden": 16, "layers": 1, "norm": "batch"}
     config = tiny_config(batch_size=1, model=model)
-    one_atom = r"batch can hold only data row (8|9|10|11), counted from 0: [CONS], which has one"
+    one_atom = r"one would hold only data row (8|9|10|11), counted from 0: [CONS], which has one"
     with pytest.raises(GraphInputError, match=one_atom):
         train_molecule_model(dataset, config, progress=False)
     # torch raised "Expected more than 1 value per channel" mid-training; two per batch train

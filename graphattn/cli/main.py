@@ -140,7 +140,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         "--lr",
         type=float,
         help="peak learning rate of AdamW; molecules warm up to it for 5 epochs (half the "
-        "run if shorter), then decay it along a cosine "
+        "run if that is not longer), then decay it along a cosine "
         f"(default: molecules 0.001, nodes 0.005{tuned})",
     )
     p.add_argument(

@@ -57,6 +57,7 @@ __all__ = [
     "column_index",
     "dataset_featurizer",
     "describe_row",
+    "graph_key",
     "load_molecule_dataset",
     "nci_tpsa_path",
     "parse_target",
@@ -128,10 +129,11 @@ class MoleculeDataset(Dataset):
         num_rows_read (int): data rows read (kept + skipped).
         smiles (list[str]): canonical SMILES of the kept rows.
         rows (list[int]): data row index of each kept item.
-        duplicates (list[tuple[int, ...]]): the data rows of each canonical SMILES that
-            occurs in more than one kept row, in file order; a warning names them. A random
-            split can put copies of one molecule in training and test, a scaffold split
-            cannot.
+        duplicates (list[tuple[int, ...]]): the data rows of each molecule that occurs in
+            more than one kept row (the same graph: canonical SMILES equal up to
+            stereochemistry, see :func:`graph_key`), in file order; a warning names them.
+            A random split can put copies of one molecule in training and test, a scaffold
+            split cannot.
         targets (torch.Tensor): float32 ``[num_kept, T]``.
     """
 
@@ -166,18 +168,20 @@ class MoleculeDataset(Dataset):
         )
         if given:
             self._warn_float32_rounding(np.asarray(given, dtype=np.float64))
-        self.duplicates = _duplicate_rows(self.smiles, self.rows)
-        if self.duplicates:
-            example = self.duplicates[0]
+        groups = _repeated_graphs(self.smiles)
+        self.duplicates = [tuple(self.rows[i] for i in group) for group in groups]
+        if groups:
             logger.warning(
-                "%s: %d molecules occur in more than one row (%d rows; e.g. data rows %s: "
-                "%s); a random split can put copies of one molecule in training and test "
+                "%s: %d %s in more than one row (%d rows; the same graph: SMILES equal up "
+                "to stereochemistry, which the graph features do not encode; e.g. data rows "
+                "%s: %s); a random split can put copies of one molecule in training and test "
                 "(a scaffold split cannot); in Python: .duplicates",
                 self.name,
-                len(self.duplicates),
-                sum(map(len, self.duplicates)),
-                ", ".join(map(str, example)),
-                self.smiles[self.rows.index(example[0])],
+                len(groups),
+                "molecule occurs" if len(groups) == 1 else "molecules occur",
+                sum(map(len, groups)),
+                ", ".join(map(str, self.duplicates[0])),
+                self.smiles[groups[0][0]],
             )
         if self.skipped:
             logger.warning(
@@ -283,12 +287,25 @@ class MoleculeDataset(Dataset):
         )
 
 
-def _duplicate_rows(smiles: Sequence[str], rows: Sequence[int]) -> list[tuple[int, ...]]:
-    """The rows of each SMILES that occurs more than once, in order of first occurrence."""
-    rows_of: dict[str, list[int]] = {}
-    for text, row in zip(smiles, rows, strict=True):
-        rows_of.setdefault(text, []).append(row)
-    return [tuple(found) for found in rows_of.values() if len(found) > 1]
+def graph_key(smiles: str) -> str:
+    """A canonical SMILES without its stereochemistry, which the graph features do not
+    encode: stereoisomers give one key (``C/C=C/C=O`` and ``CC=CC=O``: ``CC=CC=O``).
+    A SMILES without stereo marks is its own key."""
+    if not any(mark in smiles for mark in "@/\\"):
+        return smiles
+    mol = Chem.MolFromSmiles(smiles)
+    if mol is None:
+        return smiles
+    Chem.RemoveStereochemistry(mol)
+    return Chem.MolToSmiles(mol)
+
+
+def _repeated_graphs(smiles: Sequence[str]) -> list[list[int]]:
+    """The positions of each graph (:func:`graph_key`) met more than once, in order."""
+    positions: dict[str, list[int]] = {}
+    for i, text in enumerate(smiles):
+        positions.setdefault(graph_key(text), []).append(i)
+    return [found for found in positions.values() if len(found) > 1]
 
 
 def _as_text(molecule: str | Chem.Mol) -> str:

@@ -74,6 +74,8 @@ class PositionalEncoder(nn.Module):
                 )
             proj_channels = in_channels
         else:
+            if out_channels is not None:
+                out_channels = check_count("out_channels", out_channels)
             if out_channels is None or out_channels <= in_channels:
                 raise GraphInputError(
                     f"mode='concat' needs out_channels > in_channels ({in_channels}), "
@@ -94,6 +96,8 @@ class PositionalEncoder(nn.Module):
 
     def _flip_signs(self, pe: Tensor, batch: Tensor | None, num_graphs: int | None) -> Tensor:
         """``pe`` with every column multiplied by a random sign drawn per graph."""
+        if num_graphs is not None:
+            num_graphs = check_count("num_graphs", num_graphs, least=0)
         if batch is None:
             batch = torch.zeros(pe.size(0), dtype=torch.long, device=pe.device)
             num_graphs = 1
@@ -103,7 +107,7 @@ class PositionalEncoder(nn.Module):
                 raise GraphInputError(NEGATIVE_GRAPH_ID)
             if num_graphs is None:
                 num_graphs = high + 1
-            elif high >= check_count("num_graphs", num_graphs, least=0):
+            elif high >= num_graphs:
                 raise GraphInputError(f"batch holds graph id {high}, but num_graphs={num_graphs}")
         elif num_graphs is None:
             num_graphs = 0

@@ -223,10 +223,11 @@ def warmup_cosine(
     total_steps: int,
     final_fraction: float = 0.01,
 ) -> torch.optim.lr_scheduler.LambdaLR:
-    """Linear warm-up to the base learning rate over ``warmup_steps``, or over half of
-    ``total_steps`` where that is fewer (a run shorter than its warm-up would never reach
-    the rate, nor decay), then cosine decay to ``final_fraction`` at ``total_steps``."""
-    warmup_steps = min(warmup_steps, total_steps // 2)
+    """Linear warm-up to the base learning rate over ``warmup_steps``, then cosine decay
+    to ``final_fraction`` at ``total_steps``. A warm-up as long as the run or longer, which
+    would never reach the rate nor decay, is cut to half the run (to none for one step)."""
+    if warmup_steps >= total_steps:
+        warmup_steps = total_steps // 2
 
     def factor(step: int) -> float:
         if step < warmup_steps:

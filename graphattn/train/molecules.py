@@ -15,6 +15,7 @@ import io
 import logging
 import multiprocessing
 import multiprocessing.connection
+import operator
 import os
 import signal
 import threading
@@ -32,7 +33,7 @@ from torch_geometric.loader import DataLoader
 from tqdm.auto import tqdm
 
 from graphattn.bench.machine import usable_cores
-from graphattn.datasets.molecules import MoleculeDataset, describe_row
+from graphattn.datasets.molecules import MoleculeDataset, describe_row, graph_key
 from graphattn.errors import GraphInputError
 from graphattn.models.checks import check_architecture
 from graphattn.models.molecule import (
@@ -171,7 +172,8 @@ class MoleculeTrainConfig:
         batch_size: molecules per batch.
         lr: peak learning rate (AdamW), reached after ``warmup_epochs``, then cosine decay.
         weight_decay: AdamW weight decay.
-        warmup_epochs: linear warm-up length (at most half of the run's steps).
+        warmup_epochs: linear warm-up length (one as long as the run or longer is cut to
+            half the run).
         patience: stop after this many epochs without a better validation metric.
         seed: seeds the split, the initialisation and the batch order.
             Training seeds the global generators of Python, NumPy and torch with it,
@@ -871,10 +873,12 @@ def _unblock_feeder(call_queue) -> None:
 
 def member_seed(seed: int, member: int) -> int:
     """The seed of an ensemble's member: ``seed * 1000 + member`` where that fits in the
-    64 bits of a torch generator (all but the largest seeds), else a hash of both, so that
-    seeds past 2**64 / 1000 do not wrap onto the members of smaller ones."""
+    64 bits of a torch generator and ``member < 1000`` (every seed below 2**64 / 1000),
+    else a hash of both, so that large seeds and large ensembles do not wrap onto the
+    members of other seeds."""
+    seed, member = operator.index(seed), operator.index(member)  # NumPy ints would wrap
     combined = seed * 1000 + member
-    if combined < 2**64:
+    if member < 1000 and combined < 2**64:
         return combined
     return int(np.random.SeedSequence([seed, member]).generate_state(1, np.uint64)[0])
 
@@ -959,14 +963,14 @@ def _fit(
     return history, stopper.best_epoch
 
 
-def _also_in_train(parts: dict[str, list]) -> dict[str, int]:
-    """How many validation and test molecules have the SMILES of a training molecule
-    (a data set that repeats molecules, under a random split; 0 without ``smiles``)."""
-    seen = {getattr(d, "smiles", None) for d in parts["train"]} - {None}
-    return {
-        name: sum(getattr(d, "smiles", None) in seen for d in parts[name])
-        for name in ("val", "test")
-    }
+def _also_in_train(parts: dict[str, list]) -> dict[str, int] | None:
+    """How many validation and test molecules are the same graph as a training molecule
+    (:func:`~graphattn.datasets.molecules.graph_key`: a data set that repeats molecules,
+    under a random split); ``None`` for items without ``smiles``, where it is unknown."""
+    if not all(hasattr(d, "smiles") for part in parts.values() for d in part):
+        return None
+    seen = {graph_key(d.smiles) for d in parts["train"]}
+    return {name: sum(graph_key(d.smiles) in seen for d in parts[name]) for name in ("val", "test")}
 
 
 def _check_batch_norm(train: list, batch_size: int) -> None:
@@ -979,9 +983,10 @@ def _check_batch_norm(train: list, batch_size: int) -> None:
         smiles = getattr(lone, "smiles", "a molecule")
         where = describe_row(lone.row, smiles) if hasattr(lone, "row") else smiles
         raise GraphInputError(
-            f"norm='batch' needs two atoms in every training batch, but with batch_size="
-            f"{batch_size} and {len(train)} training molecules a batch can hold only {where}, "
-            "which has one atom: use batch_size >= 2 or norm='layer'"
+            f"norm='batch' needs two atoms in every training batch, but one would hold only "
+            f"{where}, which has one atom (batch_size={batch_size}, {len(train)} training "
+            f"{'molecule' if len(train) == 1 else 'molecules'}): use batch_size >= 2 or "
+            "norm='layer'"
         )
 
 
