@@ -187,7 +187,7 @@ def laplacian_eigenpairs(
     return larger eigenvalues in their place, without a warning: a 50 x 50 torus gave
     :math:`0.0039, 0.0039, 0.0079, \dots` for :math:`0.0039` four times, and a complete
     binary tree of 4,095 nodes lost a copy too. For graphs with such symmetries, pass a
-    ``dense_max_nodes`` of at least :math:`N` (exact; a 4,095-node graph takes seconds).
+    ``dense_max_nodes`` of at least :math:`N` (exact; 11 s for 4,095 nodes on one core).
     Looking for missed copies costs more than the solve (12x on a 22,470-node graph) and
     still missed the tree's, so it is not done.
 
