@@ -454,6 +454,8 @@ PATH3 = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
         (lambda: laplacian_pe(PATH3, 3, 1, dense_max_nodes=None), "dense_max_nodes must be"),
         (lambda: AddLaplacianPE(2, dense_max_nodes=-5), "dense_max_nodes must be a number >= 0"),
         (lambda: PositionalEncoder(4, 2, 8.5, "concat"), "out_channels must be an integer"),
+        (lambda: AddLaplacianPE(2, dense_max_nodes=math.nan), "a number >= 0, got nan"),
+        (lambda: laplacian_pe(PATH3, 3, 1, dense_max_nodes=True), "a number >= 0, got True"),
         (lambda: PositionalEncoder(4, 2.5), "pe_dim must be an integer >= 1, got 2.5"),
         (lambda: PositionalEncoder(0, 2), "in_channels must be an integer >= 1, got 0"),
     ],
@@ -494,3 +496,11 @@ def test_dense_max_nodes_takes_infinity_for_always_dense() -> None:
     dense, _ = laplacian_eigenpairs(edges, 25, 4, dense_max_nodes=25)
     torch.testing.assert_close(exact, dense, rtol=0, atol=0)
     assert AddLaplacianPE(2, dense_max_nodes=1e4).dense_max_nodes == 1e4
+
+
+@pytest.mark.parametrize(
+    "encoder", [PositionalEncoder(4, 2).eval(), PositionalEncoder(4, 2, sign_flip=False)]
+)
+def test_a_batch_that_does_not_fit_is_refused_without_sign_flips_too(encoder) -> None:
+    with pytest.raises(GraphInputError, match=re.escape("batch must have shape [N=5], got [1]")):
+        encoder(torch.zeros(5, 4), torch.ones(5, 2), torch.tensor([0]))

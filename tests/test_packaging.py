@@ -66,38 +66,75 @@ def test_make_refuses_a_python_older_than_the_pinned_versions_need():
         pytest.skip("none of the pinned versions is installed")
 
 
+# an outer make (make test TORCH_SPEC=...) passes its settings down through these
+MAKE_INHERITED = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PYTHON", "TORCH_SPEC", "TORCH_INDEX", "VENV"}
+
+
+def run_make(folder: Path, *arguments: str, **exported: str) -> str:
+    """``make VENV=env *arguments`` in ``folder``, with ``exported`` as the only install
+    settings in its environment; its output, after checking that it succeeded."""
+    env = {k: v for k, v in os.environ.items() if k not in MAKE_INHERITED} | exported
+    command = ["make", *arguments, "VENV=env"]
+    done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def make_plan(folder: Path, recorded: str | None, *settings: str, **exported: str) -> str:
+    """What ``make -n install`` would run in ``folder``: on an environment installed with
+    the settings ``recorded`` (``None``: none installed yet), given ``settings`` on the
+    command line and ``exported``."""
+    for name in ("Makefile", "pyproject.toml", "requirements/constraints.txt"):
+        (folder / name).parent.mkdir(exist_ok=True)
+        shutil.copy(ROOT / name, folder / name)
+    if recorded is not None:
+        (folder / "env").mkdir(exist_ok=True)
+        (folder / "env" / ".settings").write_text(recorded + "\n")
+        (folder / "env" / ".installed").touch()
+    return run_make(folder, "-n", "install", *settings, **exported)
+
+
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_builds_the_environment_again_when_an_install_setting_changes(tmp_path):
     """``make test TORCH_SPEC=...`` on an installed environment rebuilds it with that torch
     (the stamp once ignored the settings, so the old torch was tested); targets run
     without install settings use the environment as it is."""
-    for name in ("Makefile", "pyproject.toml", "requirements/constraints.txt"):
-        (tmp_path / name).parent.mkdir(exist_ok=True)
-        shutil.copy(ROOT / name, tmp_path / name)
-    # an outer make (make test TORCH_SPEC=...) passes its settings down through these
-    inherited = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PYTHON", "TORCH_SPEC", "TORCH_INDEX"}
-    env = {k: v for k, v in os.environ.items() if k not in inherited | {"VENV"}}
-
-    def planned(target: str, *settings: str) -> str:
-        command = ["make", "-n", target, "VENV=env", *settings]
-        done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
-    first = planned("install")
+    first = make_plan(tmp_path, None)
     assert "-m venv  env" in first and "--clear" not in first
-    (tmp_path / "env").mkdir()
-    (tmp_path / "env" / ".settings").write_text("python3 torch==2.13.0\n")  # as recorded
-    (tmp_path / "env" / ".installed").touch()
-    assert "pip install" not in planned("install")
-    assert "pip install" not in planned("install", "TORCH_SPEC=torch==2.13.0")  # the same
-    assert "pip install" not in planned("train")
-    rebuilt = planned("install", "TORCH_SPEC=torch==2.14.1")
+    recorded = "python3 torch==2.13.0"
+    assert "pip install" not in make_plan(tmp_path, recorded)
+    assert "pip install" not in make_plan(tmp_path, recorded, "TORCH_SPEC=torch==2.13.0")
+    assert "pip install" not in run_make(tmp_path, "-n", "train")
+    rebuilt = make_plan(tmp_path, recorded, "TORCH_SPEC=torch==2.14.1")
     assert "-m venv --clear env" in rebuilt and '"torch==2.14.1"' in rebuilt
     assert "> env/.settings" in rebuilt
-    rebuilt = planned("install", "TORCH_INDEX=https://example.org/cpu")
+    rebuilt = make_plan(tmp_path, recorded, "TORCH_INDEX=https://example.org/cpu")
     assert "--clear" in rebuilt and "--index-url https://example.org/cpu" in rebuilt
-    assert "python3.12 -m venv --clear env" in planned("install", "PYTHON=python3.12")
+    assert "python3.12 -m venv --clear env" in make_plan(tmp_path, recorded, "PYTHON=python3.12")
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_rebuilds_for_a_dropped_or_exported_setting_and_keeps_an_unnamed_one(tmp_path):
+    cpu = "python3 torch==2.13.0 https://example.org/cpu"
+    assert "--clear" in make_plan(tmp_path, cpu, "TORCH_INDEX=")  # the index left out
+    assert "--clear" in make_plan(tmp_path, "python3 torch==2.13.0", TORCH_SPEC="torch==2.14.1")
+    # installed with TORCH_SPEC=torch==2.14.1 earlier: a plain make uses it as it is
+    assert "pip install" not in make_plan(tmp_path, "python3 torch==2.14.1")
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_clean_removes_the_environment_and_caches_and_keeps_the_run_folders(tmp_path):
+    shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
+    kept = ["runs/default/metrics.json", "bench_out/results.json", "graphattn/core.py"]
+    removed = ["env/bin/python", "graphattn/__pycache__/core.pyc", "tests/sub/__pycache__/t.pyc"]
+    removed += [".pytest_cache/README.md", "graphattn.egg-info/PKG-INFO"]
+    for name in kept + removed:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).touch()
+    run_make(tmp_path, "clean")
+    assert [name for name in kept if not (tmp_path / name).exists()] == []
+    assert [name for name in removed if (tmp_path / name).exists()] == []
+    assert not (tmp_path / "graphattn" / "__pycache__").exists()
 
 
 def test_the_constraints_leave_triton_to_torch():

@@ -1761,6 +1761,24 @@ def test_a_target_the_run_cannot_learn_or_score_is_named(tmp_path, caplog):
     assert metrics["test"]["per_target"]["never"]["roc_auc"] is None
 
 
+def test_member_seeds_keep_the_old_formula_up_to_2_to_the_64_and_differ_beyond():
+    top = 2**64 // 1000  # top * 1000 = 2**64 - 616
+    assert member_seed(top, 615) == 2**64 - 1  # the largest that fits: seed * 1000 + member
+    assert member_seed(top, 616) < 2**64  # seed * 1000 + member would be 2**64
+    assert len({member_seed(2**63, member) for member in range(3)}) == 3  # one hash each
+
+
+def test_batch_norm_refuses_a_lone_training_molecule_of_one_atom_at_any_batch_size(tmp_path):
+    source = tmp_path / "m.csv"
+    source.write_text("smiles,y\nC,0\nO,1\nN,2\n")  # one molecule each to train, val and test
+    dataset = MoleculeCSV(source, target_cols=["y"])
+    model = {"hidden": 16, "layers": 1, "norm": "batch"}
+    config = tiny_config(batch_size=4, fractions=(1 / 3, 1 / 3, 1 / 3), model=model)
+    one_atom = r"which has one atom \(batch_size=4, 1 training molecule\)"
+    with pytest.raises(GraphInputError, match=one_atom):
+        train_molecule_model(dataset, config, progress=False)
+
+
 def test_batch_norm_refuses_a_training_batch_of_one_atom_by_row(tmp_path):
     source = tmp_path / "m.csv"
     alcohols = "".join(f"{'C' * n}O,{n}\n" for n in range(1, 9))
