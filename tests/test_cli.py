@@ -96,7 +96,7 @@ def test_node_training_refuses_every_molecule_only_flag(tmp_path, capsys, flag):
     with pytest.raises(SystemExit) as exit_info:
         main(["train", "--dataset", "karate", option, *value, "--out", str(tmp_path / "r")])
     assert exit_info.value.code == 2
-    assert f"graphattn: error: {option} applies to molecule training only" in (
+    assert f"graphattn train: error: {option} applies to molecule training only" in (
         capsys.readouterr().err
     )
     assert not (tmp_path / "r").exists()

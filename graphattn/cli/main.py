@@ -339,8 +339,12 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
         help="folder for the JSON, Markdown and plots (default: bench_out)",
     )
     p.add_argument("--repeats", type=_positive_int, help="timed repeats per case (median reported)")
-    p.add_argument("--device", default="auto", help="cpu, cuda or auto")
-    p.add_argument("--data-dir", type=Path, help="folder with esol/ (default: $GRAPHATTN_DATA)")
+    p.add_argument("--device", default="auto", help="cpu, cuda or auto (default: auto)")
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        help="folder with esol/ (default: $GRAPHATTN_DATA, then the download cache)",
+    )
     p.add_argument(
         "--paired-rounds",
         type=_nonnegative_int,
@@ -431,6 +435,12 @@ def _check_train_sources(parser: argparse.ArgumentParser, args: argparse.Namespa
     for flag in flags:
         if getattr(args, flag) not in (None, [], False):
             parser.error(f"{_flag(flag)} applies to {kind} training only")
+
+
+def _subcommand_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of subcommand ``name`` (argparse keeps it in its subparsers action)."""
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return commands.choices[name]
 
 
 def _flag(dest: str) -> str:
@@ -933,8 +943,8 @@ COMMANDS = {
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "train":
-        _check_train_sources(parser, args)
+    if args.command == "train":  # errors as `graphattn train: error: ...`, with its usage
+        _check_train_sources(_subcommand_parser(parser, "train"), args)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
