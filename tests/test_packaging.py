@@ -66,6 +66,7 @@ def test_make_refuses_a_python_older_than_the_pinned_versions_need():
         pytest.skip("none of the pinned versions is installed")
 
 
+needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 # an outer make (make test TORCH_SPEC=...) passes its settings down through these
 MAKE_INHERITED = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PYTHON", "TORCH_SPEC", "TORCH_INDEX", "VENV"}
 
@@ -94,7 +95,7 @@ def make_plan(folder: Path, recorded: str | None, *settings: str, **exported: st
     return run_make(folder, "-n", "install", *settings, **exported)
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+@needs_make
 def test_make_builds_the_environment_again_when_an_install_setting_changes(tmp_path):
     """``make test TORCH_SPEC=...`` on an installed environment rebuilds it with that torch
     (the stamp once ignored the settings, so the old torch was tested); targets run
@@ -113,7 +114,7 @@ def test_make_builds_the_environment_again_when_an_install_setting_changes(tmp_p
     assert "python3.12 -m venv --clear env" in make_plan(tmp_path, recorded, "PYTHON=python3.12")
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+@needs_make
 def test_make_rebuilds_for_a_dropped_or_exported_setting_and_keeps_an_unnamed_one(tmp_path):
     cpu = "python3 torch==2.13.0 https://example.org/cpu"
     assert "--clear" in make_plan(tmp_path, cpu, "TORCH_INDEX=")  # the index left out
@@ -122,7 +123,7 @@ def test_make_rebuilds_for_a_dropped_or_exported_setting_and_keeps_an_unnamed_on
     assert "pip install" not in make_plan(tmp_path, "python3 torch==2.14.1")
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+@needs_make
 def test_make_clean_removes_the_environment_and_caches_and_keeps_the_run_folders(tmp_path):
     shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
     kept = ["runs/default/metrics.json", "bench_out/results.json", "graphattn/core.py"]
