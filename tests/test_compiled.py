@@ -70,3 +70,30 @@ def test_numba_capped_below_torch_leaves_torch_threads_alone() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["2"]
+
+
+def test_a_second_process_reuses_the_disk_cache(tmp_path) -> None:
+    # Numba keys its cache on the pickled closure; a compiled helper in the dropout
+    # loop's closure pickled differently in each process, so every process compiled
+    # the loop again and added a file to the cache (hundreds after a day of tests).
+    script = (
+        "import torch\n"
+        "from graphattn.ops import numba_edge_attention, prepare_edges\n"
+        "from graphattn.ops.dropout import keep_mask\n"
+        "torch.set_num_threads(1)\n"
+        "edges = prepare_edges(torch.tensor([[0, 1, 2], [1, 2, 0]]), 3)\n"
+        "for dtype in (torch.float32, torch.float64):\n"
+        "    keep_mask((3, 5), 0.5, dtype)\n"
+        "    q = torch.randn(3, 2, 4, dtype=dtype, requires_grad=True)\n"
+        "    numba_edge_attention(q, q, q, edges)[0].sum().backward()\n"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    cached = []
+    for _ in range(2):
+        result = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert result.returncode == 0, result.stderr
+        cached.append(sorted(p.name for p in tmp_path.rglob("*.nbc")))
+    assert cached[0], "nothing was cached"
+    assert cached[1] == cached[0]

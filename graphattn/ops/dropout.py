@@ -101,24 +101,26 @@ def _fill_mask():
     golden = np.uint64(0x9E3779B97F4A7C15)
     mix1, mix2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
-    @jit(False)
-    def word(seed, w):
-        """SplitMix64 of the word's counter: 64 random bits."""
-        z = seed + np.uint64(w + 1) * golden
-        z = (z ^ (z >> np.uint64(30))) * mix1
-        z = (z ^ (z >> np.uint64(27))) * mix2
-        return z ^ (z >> np.uint64(31))
-
+    # No compiled helper in the closure: Numba keys its disk cache on the pickled
+    # closure, and a compiled function pickles with an id new in each process, so a
+    # closure over one missed the cache and compiled again in every process.
     @jit(False)
     def fill(out, seed, drop_levels, scale):
+        def word(w):
+            """SplitMix64 of the word's counter: 64 random bits."""
+            z = seed + np.uint64(w + 1) * golden
+            z = (z ^ (z >> np.uint64(30))) * mix1
+            z = (z ^ (z >> np.uint64(27))) * mix2
+            return z ^ (z >> np.uint64(31))
+
         n = out.size
         zero = scale - scale
         for w in range(n // 4):
-            z = word(seed, w)
+            z = word(w)
             for lane in range(4):  # the word's four 16-bit uniforms
                 uniform = (z >> np.uint64(16 * lane)) & np.uint64(0xFFFF)
                 out[4 * w + lane] = scale if uniform >= drop_levels else zero
-        z = word(seed, n // 4)
+        z = word(n // 4)
         for lane in range(n % 4):
             uniform = (z >> np.uint64(16 * lane)) & np.uint64(0xFFFF)
             out[n - n % 4 + lane] = scale if uniform >= drop_levels else zero
