@@ -690,6 +690,66 @@ def test_gradients_of_gradients_name_the_kernel_that_supports_them(kernel):
     assert torch.autograd.gradgradcheck(lambda a: reference(a, edge_index), (x,))
 
 
+@pytest.mark.parametrize("mode", ["dense", "auto"])
+def test_the_reference_kernel_has_gradients_of_gradients_in_dense_mode(mode):
+    # Dense mode's plain case ran torch's fused attention, which has no second
+    # derivative on CPU, whatever the kernel; auto mode picks dense on this small graph.
+    x = torch.randn(6, 4, dtype=torch.float64, requires_grad=True)
+    ring = torch.tensor([[0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 0]])
+    layer = GraphSelfAttention(4, 4, heads=2, kernel="reference", mode=mode).double()
+    assert (
+        layer.resolve_mode(prepare_edges(ring, 6), graph_sizes(6, None), x.device, x.dtype, False)
+        == "dense"
+    )
+    sparse = GraphSelfAttention(4, 4, heads=2, kernel="reference", mode="sparse").double()
+    sparse.load_state_dict(layer.state_dict())
+    assert torch.autograd.gradgradcheck(lambda a: layer(a, ring), (x,))
+    (grad,) = torch.autograd.grad(layer(x, ring).square().sum(), x, create_graph=True)
+    (want,) = torch.autograd.grad(sparse(x, ring).square().sum(), x, create_graph=True)
+    torch.testing.assert_close(
+        torch.autograd.grad(grad.square().sum(), x)[0],
+        torch.autograd.grad(want.square().sum(), x)[0],
+    )
+
+
+def test_attention_matrix_names_an_edge_between_graphs_that_sparse_mode_ran():
+    x, batch = torch.randn(4, 8), torch.tensor([0, 0, 1, 1])
+    edge_index = torch.tensor([[0, 1], [1, 2]])
+    layer = GraphSelfAttention(8, 8, heads=2)
+    layer(x, edge_index, batch=batch, mode="sparse")  # sparse mode runs it
+    with pytest.raises(
+        GraphInputError,
+        match=r"one block per graph, and the edge source 1 -> target 2 connects graphs 0 and 1",
+    ):
+        layer.attention_matrix(x, edge_index, batch=batch, mode="sparse")
+
+
+@pytest.mark.parametrize("hops", [1, 2])
+def test_global_attention_refuses_an_input_edge_between_graphs(hops):
+    # "global" never attends across graphs; with hops=1 an input edge between two
+    # graphs was kept without a word, with hops=2 it was refused.
+    x, batch = torch.randn(4, 8), torch.tensor([0, 0, 1, 1])
+    layer = GraphSelfAttention(8, 8, heads=2, attend="global", hops=hops)
+    with pytest.raises(
+        GraphInputError, match=r"column 1, source 1 \(graph 0\) -> target 2 \(graph 1\)"
+    ):
+        layer(x, torch.tensor([[0, 1], [1, 2]]), batch=batch)
+    out, (used, _) = layer(x, torch.tensor([[0, 2], [1, 3]]), batch=batch, return_attention=True)
+    assert out.shape == (4, 8)
+    assert bool((batch[used[0]] == batch[used[1]]).all())
+
+
+def test_the_reference_kernel_checks_its_inputs_as_the_other_kernels_do():
+    edges = prepare_edges(torch.tensor([[0, 1, 2], [1, 2, 3]]), 4)
+    with pytest.raises(ValueError, match="q has 5 nodes but the edge set has 4"):
+        reference_edge_attention(*(torch.randn(5, 2, 3),) * 3, edges)  # node 4 was dropped
+    with pytest.raises(ValueError, match=r"must all have shape \[N, H, D\]"):
+        reference_edge_attention(*(torch.randn(4, 6),) * 3, edges)
+    with pytest.raises(ValueError, match="k is torch.float64"):
+        q = torch.randn(4, 2, 3)
+        reference_edge_attention(q, q.double(), q, edges)
+
+
 @pytest.mark.parametrize(
     "options",
     [dict(kernel="reference"), dict(kernel="gather"), dict(kernel="fused"), dict(mode="dense")],

@@ -155,6 +155,17 @@ def test_graph_without_edges() -> None:
     assert bool((dq == 0).all())
 
 
+def test_weights_check_their_inputs_and_the_lse_shape() -> None:
+    edges = prepare_edges(torch.tensor([[0, 1, 2], [1, 2, 3]]), 4)
+    q = torch.randn(4, 2, 3)
+    _, lse = fused_edge_attention(q, q, q, edges)
+    with pytest.raises(ValueError, match=r"lse must have shape \[4, 2\], got \[4\]"):
+        edge_attention_weights(q, q, edges, lse[:, 0])  # was an IndexError
+    with pytest.raises(ValueError, match="q has 5 nodes but the edge set has 4"):
+        edge_attention_weights(torch.randn(5, 2, 3), torch.randn(5, 2, 3), edges, lse)
+    assert edge_attention_weights(q, q, edges, lse).shape == (edges.num_edges, 2)
+
+
 def test_gradcheck_float64() -> None:
     edges = random_graph(8, 16, duplicates=4)
     assert bool((edges.in_degree() == 0).any())

@@ -68,9 +68,10 @@ class GraphSelfAttention(nn.Module):
         out_channels: output width C; must be divisible by ``heads`` (head width C/H).
         heads: number of attention heads H.
         mode: ``"sparse"`` (edge list; memory O(E)), ``"dense"`` (padded N×N scores
-            with an adjacency mask; memory O(Σ N_b²)) or ``"auto"`` (a cost model picks
-            per call, see :func:`graphattn.nn.attention.GraphSelfAttention.resolve_mode`).
-            Changeable at any time; the weights are shared by all modes.
+            with an adjacency mask; memory O(B·L²), L the largest graph) or ``"auto"``
+            (a cost model picks per call, see
+            :func:`graphattn.nn.attention.GraphSelfAttention.resolve_mode`). Changeable
+            at any time; the weights are shared by all modes.
         score: ``"dot"`` (scaled dot product) or ``"additive"`` (:math:`a_h \cdot
             \tanh(q_i + k_j)` with a learned :math:`a_h`, as in GAT).
         add_self_loops: let each node attend to itself (an existing loop is not doubled).
@@ -90,7 +91,9 @@ class GraphSelfAttention(nn.Module):
             ``normalize="softmax"``, no attention dropout in training and no
             ``hop_bias``; forcing one with other settings is refused when a sparse or
             auto layer is built (attention dropout, and a dense layer called in sparse
-            mode, when it runs).
+            mode, when it runs). In dense mode, ``"reference"`` also runs the explicit
+            computation instead of torch's fused attention, which has no gradients of
+            gradients on CPU.
         normalize: ``"softmax"``, ``"relu"`` or ``"sigmoid"`` (see
             :func:`graphattn.ops.segment.segment_normalize`).
         max_dense_bytes: dense mode raises :class:`DenseMemoryError` instead of
@@ -400,6 +403,14 @@ class GraphSelfAttention(nn.Module):
         )
         layout = dense_layout(x.size(0), batch, x.device, num_graphs)
         edges = self.allowed_edges(edge_index, x.size(0), batch)
+        e = layout.crossing_edge(edges)
+        if e is not None:  # sparse mode ran it; only the per-graph blocks cannot hold it
+            src, dst = int(edges.edge_index[0, e]), int(edges.edge_index[1, e])
+            raise GraphInputError(
+                f"attention_matrix has one block per graph, and the edge source {src} -> "
+                f"target {dst} connects graphs {int(batch[src])} and {int(batch[dst])}; "
+                "forward(..., return_attention=True) gives the weights of every edge"
+            )
         return layout.edges_to_dense(alpha, edges).permute(0, 3, 1, 2)
 
     # ------------------------------------------------------------------ kernels
@@ -500,6 +511,7 @@ class GraphSelfAttention(nn.Module):
             edge_value=dense_terms,
             score_bias=bias,
             need_weights=need_weights,
+            allow_fused=self.kernel != "reference",  # its gradients have gradients
             **self._kernel_options(),
         )
         out = layout.to_nodes(out.permute(heads_first))

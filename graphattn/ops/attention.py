@@ -140,7 +140,12 @@ def reference_edge_attention(
 
     Returns:
         ``(out [N, H, D], alpha [E, H])``.
+
+    Raises:
+        ValueError: q, k, v or the edge terms do not match each other or the edge set
+            in shape, dtype or device (as the other kernels check).
     """
+    check_edge_attention_inputs(q, k, v, edges, edge_key, edge_value)
     src, dst = edges.edge_index
     # index_select, not k[src]: its backward is an index_add, several times faster on
     # CPU than the accumulating index_put behind advanced indexing.
@@ -208,6 +213,7 @@ def dense_attention(
     dropout: float = 0.0,
     training: bool = False,
     need_weights: bool = False,
+    allow_fused: bool = True,
 ) -> tuple[Tensor, Tensor | None]:
     """Masked attention on padded dense tensors.
 
@@ -225,6 +231,8 @@ def dense_attention(
         score, score_vector, score_bias, normalize, dropout, training: as in
             :func:`reference_edge_attention`; ``score_bias`` is ``[B, H, L, L]``.
         need_weights: also return the ``[B, H, L, L]`` weights.
+        allow_fused: False runs the explicit computation in the plain case too: it has
+            gradients of gradients, the fused function has none on CPU.
 
     Returns:
         ``(out [B, H, L, D], weights [B, H, L, L] or None)``; rows without an allowed
@@ -233,7 +241,7 @@ def dense_attention(
     scale = default_scale(q.size(-1), scale)
     head_mask = mask.unsqueeze(1)
     row_has_key = head_mask.any(-1, keepdim=True)
-    if _can_use_sdpa(
+    if allow_fused and _can_use_sdpa(
         score=score,
         normalize=normalize,
         edge_key=edge_key,

@@ -421,7 +421,14 @@ def edge_attention_weights(
         (through a gather of ``[E, H, D]`` keys and a segment softmax, which does not
         use ``lse``) when any input requires grad, and so computed off CPU; otherwise
         with the memory-lean SDDMM, one head at a time.
+
+    Raises:
+        ValueError: the inputs do not match each other or the edge set, or ``lse`` is
+            not ``[N, H]``.
     """
+    check_edge_attention_inputs(q, k, k, edges, edge_key, None)
+    if lse.shape != q.shape[:2]:
+        raise ValueError(f"lse must have shape {list(q.shape[:2])}, got {list(lse.shape)}")
     scale = default_scale(q.size(-1), scale)
     if edges.num_edges == 0:
         return q.new_zeros((0, q.size(1)))

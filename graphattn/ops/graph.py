@@ -222,18 +222,20 @@ def _extra_pairs(
     edge_index: Tensor, num_nodes: int, attend: str, hops: int, batch: Tensor | None
 ) -> tuple[Tensor, Tensor] | None:
     """Pairs beyond the input edges that ``attend``/``hops`` allow, with hop distances."""
-    from graphattn.ops.khop import global_edges, khop_edges
+    from graphattn.ops.khop import check_within_graphs, global_edges, khop_edges
 
     if attend == "edges" or (attend == "khop" and hops == 1):
         return None
-    if hops > 1:
+    if hops > 1:  # khop_edges refuses an input edge that joins two graphs
         pairs, distance = khop_edges(edge_index, num_nodes, hops, batch)
         far = distance >= 2
         pairs, distance = pairs[:, far], distance[far]
     else:
         pairs = distance = None
     if attend == "global":
-        everything = global_edges(num_nodes, batch).to(edge_index.device)
+        everything = global_edges(num_nodes, batch).to(edge_index.device)  # checks batch
+        if batch is not None and hops == 1:  # no pair crosses graphs: nor may an input edge
+            check_within_graphs(edge_index, batch)
         farther = torch.full((everything.size(1),), hops + 1, device=edge_index.device)
         if pairs is None:
             return everything, farther

@@ -35,6 +35,19 @@ def _target_source_matrix(edge_index: Tensor, num_nodes: int) -> sp.csr_matrix:
     return adj
 
 
+def check_within_graphs(edge_index: Tensor, batch: Tensor) -> None:
+    """Raise :class:`GraphInputError` naming the first edge that joins two graphs of
+    ``batch``: pairs grown from it (k-hop or global) would cross graphs."""
+    crossing = batch[edge_index[0]] != batch[edge_index[1]]
+    if bool(crossing.any()):
+        e = int(crossing.nonzero()[0])
+        src, dst = int(edge_index[0, e]), int(edge_index[1, e])
+        raise GraphInputError(
+            f"edge_index has an edge between two different graphs of batch: column {e}, "
+            f"source {src} (graph {int(batch[src])}) -> target {dst} (graph {int(batch[dst])})"
+        )
+
+
 def khop_edges(
     edge_index: Tensor,
     num_nodes: int,
@@ -76,8 +89,7 @@ def khop_edges(
     hops = check_count("hops", hops)
     if batch is not None:
         validate_batch(batch, num_nodes)
-        if bool((batch[edge_index[0]] != batch[edge_index[1]]).any()):
-            raise GraphInputError("edge_index has an edge between two different graphs of batch")
+        check_within_graphs(edge_index, batch)
 
     adj = _target_source_matrix(edge_index, num_nodes)
     reached = (adj + sp.identity(num_nodes, dtype=np.int32, format="csr")).tocsr()
