@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 import torch
 from torch_geometric.data import Batch
@@ -109,13 +110,39 @@ def test_known_labels_enter_the_model_one_hot_with_zeros_where_unknown():
     [
         (lambda: small_config(attention={"dropout": 0.1}), "['dropout']"),
         (lambda: small_config(attention={"mode": "dense", "heads": 2}), "['heads', 'mode']"),
-        (lambda: NodeModelConfig(5, 3, attention={"edge_dim": 4}), "['edge_dim']"),
+        # the layers' widths come from hidden: passed twice they were a TypeError
+        (lambda: small_config(attention={"out_channels": 128}), "['out_channels']"),
+        (lambda: NodeModelConfig(5, 3, attention={"in_channels": 64}), "['in_channels']"),
     ],
 )
 def test_attention_options_that_the_config_sets_itself_are_refused(make, taken):
     with pytest.raises(GraphInputError, match=rf"sets {re.escape(taken)}, which \w+ sets itself"):
         make()
     assert NodeModelConfig(5, 3, attention={"ffn_ratio": 4.0}).attention == {"ffn_ratio": 4.0}
+
+
+def test_node_models_refuse_edge_features_by_name():
+    with pytest.raises(GraphInputError, match="sets edge_dim, but node models take no edge feat"):
+        NodeModelConfig(5, 3, attention={"edge_dim": 4})
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"in_channels": 5.0}, "in_channels must be an integer >= 0, got 5.0"),
+        ({"num_classes": 2.5}, "num_classes must be an integer >= 1, got 2.5"),
+        ({"num_classes": 0}, "num_classes must be an integer >= 1, got 0"),
+        ({"in_channels": True}, "in_channels must be an integer >= 0, got True"),
+    ],
+)
+def test_node_model_config_checks_its_widths(fields, message):
+    with pytest.raises(GraphInputError, match=re.escape(message)):
+        NodeModelConfig(**{"in_channels": 5, "num_classes": 3, **fields})
+    config = NodeModelConfig(np.int64(5), np.int64(3))  # NumPy integers, as the layers take
+    assert type(config.in_channels) is int and type(config.num_classes) is int
+    assert NodeClassifier(NodeModelConfig(0, 2))(
+        torch.zeros(3, 0), torch.zeros(2, 0).long()
+    ).shape == (3, 2)
 
 
 def test_a_model_with_bond_features_names_graphs_without_them():

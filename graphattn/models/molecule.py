@@ -31,7 +31,17 @@ TASKS = ("regression", "classification")
 
 
 # Layer arguments set from MoleculeModelConfig's fields (edge_dim from bond_dim).
-MOLECULE_LAYER_OPTIONS = ("channels", "heads", "ffn_ratio", "dropout", "norm", "edge_dim", "mode")
+MOLECULE_LAYER_OPTIONS = (
+    "channels",
+    "in_channels",
+    "out_channels",
+    "heads",
+    "ffn_ratio",
+    "dropout",
+    "norm",
+    "edge_dim",
+    "mode",
+)
 
 
 @dataclass

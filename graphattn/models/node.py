@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import Tensor, nn
 
-from graphattn.errors import GraphInputError
+from graphattn.errors import GraphInputError, check_count
 from graphattn.models.checks import check_architecture, check_attention_options
 from graphattn.nn.dropout import Dropout
 from graphattn.nn.transformer import GraphTransformerLayer, make_norm
@@ -25,8 +25,8 @@ from graphattn.nn.transformer import GraphTransformerLayer, make_norm
 __all__ = ["NodeClassifier", "NodeModelConfig"]
 
 
-# Layer arguments set from NodeModelConfig's fields; node models take no edge features.
-NODE_LAYER_OPTIONS = ("channels", "heads", "dropout", "norm", "edge_dim", "mode")
+# Layer arguments set from NodeModelConfig's fields (the widths from ``hidden``).
+NODE_LAYER_OPTIONS = ("channels", "in_channels", "out_channels", "heads", "dropout", "norm", "mode")
 
 
 @dataclass
@@ -61,6 +61,12 @@ class NodeModelConfig:
     attention: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.in_channels = check_count("in_channels", self.in_channels, least=0)
+        self.num_classes = check_count("num_classes", self.num_classes)
+        if "edge_dim" in self.attention:
+            raise GraphInputError(
+                f"attention={self.attention!r} sets edge_dim, but node models take no edge features"
+            )
         check_architecture(
             self.hidden,
             self.layers,
