@@ -70,6 +70,15 @@ def test_nan_predictions_stay_visible_in_the_mean():
     assert math.isnan(regression_metrics(y, p)["r2"])
 
 
+@pytest.mark.parametrize("bad", [NAN, np.inf])
+def test_roc_auc_of_logits_that_are_not_finite_is_nan_not_an_error(bad):
+    y = np.array([[0.0, 1.0], [1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    p = np.array([[-1.0, bad], [1.0, 0.5], [-2.0, 0.1], [2.0, -3.0]])  # a diverged head
+    got = classification_metrics(y, p)
+    assert math.isnan(got["roc_auc"])
+    assert classification_metrics(y[:, :1], p[:, :1])["roc_auc"] == 1.0
+
+
 def test_r2_of_a_constant_target_is_undefined_and_left_out_of_the_mean():
     # a constant column has no variance to explain: its R² divided by a floor of 1e-12
     # gave -1e10, which swamped the other targets' mean

@@ -291,9 +291,14 @@ def test_split_arguments_that_are_not_numbers_are_named():
         scaffold_split(["CCO", None, "CCN"])  # was a TypeError
     with pytest.raises(GraphInputError, match="labels_per_class must be an integer >= 1, got 2.0"):
         node_split_masks(torch.tensor([0, 1] * 5), labels_per_class=2.0)
-    with pytest.raises(GraphInputError, match=r"n must be from 0 to 2\*\*50"):
+    with pytest.raises(GraphInputError, match=r"n must be a whole number from 0 to 2\*\*50"):
         split_sizes(2**52)  # float products no longer add up to n there
     assert sum(split_sizes(2**50)) == 2**50  # the bound itself is in range
+    # a float or bool n was NumPy's AxisError (10.0), a slice TypeError (10.5) or one item
+    for n in (10.0, 10.5, True):
+        with pytest.raises(GraphInputError, match=rf"n must be a whole number .*, got {n!r}"):
+            random_split(n)
+    assert [len(p) for p in random_split(np.int64(10)).values()] == [8, 1, 1]
 
 
 @pytest.mark.parametrize(

@@ -1159,6 +1159,45 @@ def test_a_model_without_attention_layers_trains(tmp_path):
     assert np.isfinite(metrics["train"]["rmse"])
 
 
+@pytest.mark.parametrize("task", ["classification", "regression"])
+def test_a_diverged_model_without_attention_layers_is_named_as_such(tmp_path, task):
+    # no layer checks the values of a model without attention: a classifier's NaN
+    # logits reached scikit-learn's ROC-AUC, which raised "Input contains NaN."
+    from graphattn import TrainingDiverged
+
+    source = tmp_path / "m.csv"
+    smiles = ["CCO", "CCN", "CCC", "CCCl", "c1ccccc1", "CC(=O)O", "CCOC", "CCCC", "CCCO", "CCCN"]
+    source.write_text("smiles,y\n" + "".join(f"{s},{i % 2}\n" for i, s in enumerate(smiles * 3)))
+    dataset = MoleculeCSV(source, target_cols=["y"])
+    config = tiny_config(task=task, epochs=5, lr=1e6, model={"layers": 0})
+    with pytest.raises(TrainingDiverged, match=r"training diverged in epoch \d"):
+        train_molecule_model(dataset, config, progress=False)
+
+
+def test_a_plain_list_of_featurized_molecules_trains_and_writes_a_run(tmp_path):
+    # train_molecule_model read dataset.skipped and data.row, which a list of
+    # featurize_smiles items has not: it failed after training, with an AttributeError
+    from graphattn.featurize import featurize_smiles
+
+    class Molecules(list):
+        pass
+
+    chains = ["C" * n + end for n in range(1, 8) for end in ("O", "N", "Cl")]
+    dataset = Molecules(featurize_smiles(s) for s in chains)
+    for item, s in zip(dataset, chains, strict=True):
+        item.y = torch.tensor([[float(len(s))]])
+    dataset.smiles, dataset.target_cols = chains, ["y"]
+    dataset.featurizer = MoleculeFeaturizer()
+    metrics = train_molecule_model(dataset, tiny_config(), run_dir=tmp_path / "run", progress=False)
+    assert metrics["num_skipped"] == 0
+    assert (tmp_path / "run" / "skipped.csv").read_text().splitlines() == ["row,smiles,reason"]
+    split = json.loads((tmp_path / "run" / "split.json").read_text())
+    with open(tmp_path / "run" / "predictions.csv", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [int(r["row"]) for r in rows] == split["test"]  # positions in the list
+    assert [r["smiles"] for r in rows] == [chains[i] for i in split["test"]]
+
+
 def test_an_undefined_validation_metric_selects_on_validation_loss(tmp_path, caplog):
     # one positive in 12: seed 0 leaves the validation part with one class only
     source = tmp_path / "m.csv"

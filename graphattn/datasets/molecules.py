@@ -58,6 +58,7 @@ __all__ = [
     "dataset_featurizer",
     "describe_row",
     "graph_key",
+    "write_skipped_rows",
     "load_molecule_dataset",
     "nci_tpsa_path",
     "parse_target",
@@ -102,6 +103,20 @@ class MoleculeRecord:
     row: int
     molecule: str | Chem.Mol | None
     targets: tuple[float, ...]
+
+
+def write_skipped_rows(skipped: Iterable[SkippedRow], path: str | Path) -> Path:
+    """Write ``skipped`` rows as CSV with columns ``row,smiles,reason`` (the header even
+    when there are none) to ``path``, a file or an existing folder (``skipped.csv`` in
+    it); returns the file written."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "skipped.csv"
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["row", "smiles", "reason"])
+        writer.writerows((s.row, s.smiles, s.reason) for s in skipped)
+    return path
 
 
 class MoleculeDataset(Dataset):
@@ -271,14 +286,7 @@ class MoleculeDataset(Dataset):
         Returns:
             Path: the file written.
         """
-        path = Path(path)
-        if path.is_dir():
-            path = path / "skipped.csv"
-        with open(path, "w", newline="", encoding="utf-8") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(["row", "smiles", "reason"])
-            writer.writerows((s.row, s.smiles, s.reason) for s in self.skipped)
-        return path
+        return write_skipped_rows(self.skipped, path)
 
     def __repr__(self) -> str:
         return (

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from rdkit.Chem.Scaffolds import MurckoScaffold
 
-from graphattn.errors import GraphInputError, check_seed
+from graphattn.errors import GraphInputError, check_seed, whole_number
 from graphattn.featurize.molecule import parse_smiles
 
 __all__ = [
@@ -74,8 +74,10 @@ def split_sizes(n: int, fractions: Sequence[float] = (0.8, 0.1, 0.1)) -> tuple[i
         n (int): number of items.
         fractions (Sequence[float]): train, val, test fractions (positive, sum 1).
     """
-    if not 0 <= n <= 2**50:  # beyond, float products no longer hold a part's size
-        raise GraphInputError(f"n must be from 0 to 2**50, got {n}")
+    count = whole_number(n)
+    if count is None or not 0 <= count <= 2**50:  # beyond, float products fail a size
+        raise GraphInputError(f"n must be a whole number from 0 to 2**50, got {n!r}")
+    n = count
     values = _check_fractions(fractions)
     sizes, exact = _floors(n, values)
     if not 0 <= n - sum(sizes) <= 2:
@@ -116,7 +118,7 @@ def random_split(
     Returns:
         dict[str, np.ndarray]: ``"train"``, ``"val"``, ``"test"`` -> sorted int64 indices.
     """
-    n_train, n_val, _ = split_sizes(n, fractions)
+    n_train, n_val, _ = split_sizes(n, fractions)  # also checks n
     order = np.random.default_rng(check_seed(seed)).permutation(n)
     parts = np.split(order, [n_train, n_train + n_val])
     return {

@@ -82,7 +82,9 @@ def classification_metrics(y_true: np.ndarray, logits: np.ndarray) -> dict[str, 
     """``{"roc_auc", "accuracy"}`` for binary (per-task) labels and logits."""
 
     def auc(t, p):
-        return roc_auc_score(t, p) if len(np.unique(t)) == 2 else None
+        if len(np.unique(t)) != 2:
+            return None
+        return roc_auc_score(t, p) if np.isfinite(p).all() else float("nan")
 
     return {
         "roc_auc": _per_task(y_true, logits, auc),

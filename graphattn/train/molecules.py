@@ -33,8 +33,13 @@ from torch_geometric.loader import DataLoader
 from tqdm.auto import tqdm
 
 from graphattn.bench.machine import usable_cores
-from graphattn.datasets.molecules import MoleculeDataset, describe_row, graph_key
-from graphattn.errors import GraphInputError
+from graphattn.datasets.molecules import (
+    MoleculeDataset,
+    describe_row,
+    graph_key,
+    write_skipped_rows,
+)
+from graphattn.errors import GraphInputError, TrainingDiverged
 from graphattn.models.checks import check_architecture
 from graphattn.models.molecule import (
     TASKS,
@@ -301,15 +306,20 @@ _ARCH = ("hidden", "layers", "heads", "dropout")  # MoleculeModelConfig's ranged
 _FROM_DATA = ("atom_dim", "bond_dim", "num_tasks", "mol_dim", "task")  # set by the trainer
 
 
+def _skipped(dataset) -> list:
+    """The data set's skipped rows; none for a plain sequence of ``Data`` items."""
+    return list(getattr(dataset, "skipped", []))
+
+
 def _check_not_empty(dataset, run_dir: str | Path | None) -> None:
     """Refuse a data set without molecules, after writing its ``skipped.csv``."""
     if len(dataset) > 0:
         return
-    skipped = list(getattr(dataset, "skipped", []))
+    skipped = _skipped(dataset)
     where = ""
-    if run_dir is not None and hasattr(dataset, "write_skipped"):
+    if run_dir is not None:
         skipped_csv = start_run_folder(run_dir) / "skipped.csv"
-        where = f"; reasons in {dataset.write_skipped(skipped_csv)}"
+        where = f"; reasons in {write_skipped_rows(skipped, skipped_csv)}"
     if not skipped:
         raise GraphInputError("no molecules to train on: the data set has no data rows")
     raise GraphInputError(
@@ -550,7 +560,7 @@ def train_molecule_model(
         "seed": config.seed,
         "target_cols": list(dataset.target_cols),
         "num_molecules": {k: len(v) for k, v in parts.items()},
-        "num_skipped": len(dataset.skipped),
+        "num_skipped": len(_skipped(dataset)),
         "num_also_in_train": _also_in_train(parts),
         "test": results["test"],
         "val": results["val"],
@@ -945,6 +955,8 @@ def _fit(
         val_inputs = (t for item in val_loader.dataset for t in _float_inputs(item).values())
         with divergence_named(epoch, steps, config.lr, model, val_inputs):
             val_pred, val_y, _ = _predict_loader(model, val_loader, scaler, config.task)
+        if not np.isfinite(val_pred).all():  # no layer saw it: a model without attention
+            raise TrainingDiverged(epoch, config.lr, "a validation prediction is not finite")
         val_value = _validation_value(config.task, metric, val_y, val_pred, scaler)
         best = stopper.step(val_value, epoch, model)
         loss_value = total / max(count, 1)
@@ -1056,16 +1068,17 @@ def _write_run(
         run_dir / "split.json",
         getattr(dataset, "rows", None),
     )
-    dataset.write_skipped(run_dir / "skipped.csv")
+    write_skipped_rows(_skipped(dataset), run_dir / "skipped.csv")
     plot_learning_curve(history, metric, run_dir / "learning_curve.png")
     cols = list(dataset.target_cols)
     names, test_pred = prediction_columns(metrics["task"], cols, *test_pred)
     with open(run_dir / "predictions.csv", "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(_unique_header(["row", "smiles", *cols, *names], run_dir))
-        for data, pred in zip(parts["test"], test_pred, strict=True):
+        for index, data, pred in zip(split["test"], parts["test"], test_pred, strict=True):
             cells = map(float32_text, [*data.y.view(-1).tolist(), *pred.tolist()])
-            writer.writerow([int(data.row), data.smiles, *cells])
+            row = data.row if hasattr(data, "row") else index  # items without a file row
+            writer.writerow([int(row), data.smiles, *cells])
 
 
 def _unique_header(names: list[str], run_dir: Path) -> list[str]:
