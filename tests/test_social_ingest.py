@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import re
 
 import networkx as nx
 import numpy as np
@@ -117,6 +118,118 @@ def test_a_single_attribute_name_given_as_a_string_is_refused():
     ):
         from_networkx(G, node_attrs="age")
     assert from_networkx(G, node_attrs=["age"]).x.shape == (3, 1)
+
+
+def test_the_label_attribute_is_never_also_a_feature():
+    # random labels given as both reached 1.0 test accuracy: each node read its class
+    G = nx.path_graph(4)
+    nx.set_node_attributes(G, {n: n % 2 for n in G}, "cls")
+    with pytest.raises(GraphInputError, match="label_attr 'cls' is also in node_attrs"):
+        from_networkx(G, node_attrs=["cls"], label_attr="cls")
+
+
+def test_feature_names_in_a_set_are_refused_their_order_would_change(tmp_path):
+    # a set's order follows PYTHONHASHSEED: x's columns changed from process to process
+    G = nx.path_graph(2)
+    nx.set_node_attributes(G, 1.0, "a")
+    nx.set_node_attributes(G, 2.0, "b")
+    with pytest.raises(GraphInputError, match="node_attrs must be a list or tuple .* got a set"):
+        from_networkx(G, node_attrs={"a", "b"})
+    assert from_networkx(G, node_attrs=("b", "a")).x.tolist() == [[2.0, 1.0], [2.0, 1.0]]
+    edges = write(tmp_path, "e.csv", "a,b\nb,c\n")
+    features = write(tmp_path, "f.csv", "id,age,score\na,1,2\nb,3,4\nc,5,6\n")
+    for cols in ({"age", "score"}, "age", frozenset({"age"})):
+        with pytest.raises(GraphInputError, match="feature_cols must be a list or tuple"):
+            load_node_graph(edges, features=features, feature_cols=cols)
+    data = load_node_graph(edges, features=features, feature_cols=["score", "age"])
+    assert data.x.tolist() == [[2.0, 1.0], [4.0, 3.0], [6.0, 5.0]]
+
+
+def test_attribute_widths_are_checked_one_attribute_at_a_time():
+    # [1, 2], 3 and 1, [2, 3] both made three values: column 1 held a at u and b at v
+    G = nx.Graph()
+    G.add_node("u", a=[1.0, 2.0], b=3.0)
+    G.add_node("v", a=1.0, b=[2.0, 3.0])
+    with pytest.raises(
+        GraphInputError, match="attribute 'a' has different lengths: 2 values at node 'u', 1 at"
+    ):
+        from_networkx(G, node_attrs=["a", "b"])
+
+
+def test_labels_held_in_one_value_tensors_are_classes_by_value():
+    # tensors hash by identity: every node's tensor(0) was a class of its own
+    G = nx.path_graph(4)
+    y = torch.tensor([0, 1, 0, 1])
+    nx.set_node_attributes(G, {n: y[n] for n in G}, "y")
+    data = from_networkx(G, label_attr="y")
+    assert data.y.tolist() == [0, 1, 0, 1] and data.label_names == [0, 1]
+    nx.set_node_attributes(G, {n: torch.zeros(2) for n in G}, "y")
+    with pytest.raises(GraphInputError, match=r"node 0: label attribute 'y' is a tensor of shape"):
+        from_networkx(G, label_attr="y")
+
+
+def test_text_features_of_missing_texts_are_zero_rows_and_a_lone_string_is_refused():
+    rows = text_features(["", None, float("nan"), np.nan, "cat dog"], 8)
+    assert rows[:4].abs().sum().item() == 0.0 and rows[4].abs().sum().item() > 0
+    with pytest.raises(GraphInputError, match="got the string 'hello world'"):
+        text_features("hello world", 8)  # was 11 one-letter rows
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"num_probes": 0, "exact_budget": 0}, "num_probes must be an integer >= 1, got 0"),
+        ({"walk_length": 2.5}, "walk_length must be an integer >= 0, got 2.5"),
+        ({"exact_budget": -1}, "exact_budget must be an integer >= 0, got -1"),
+        ({"seed": -1}, "seed must be a whole number"),
+    ],
+)
+def test_structural_feature_settings_are_checked(settings, message):
+    edge_index = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+    with pytest.raises(GraphInputError, match=re.escape(message)):
+        structural_features(edge_index, 3, **{"walk_length": 4, **settings})
+
+
+def test_a_self_loop_counts_once_in_the_degree_column():
+    G = nx.Graph([(0, 0), (0, 1)])
+    data = from_networkx(G)
+    degree = torch.expm1(structural_features(data.edge_index, 2, walk_length=0)[:, 0])
+    assert degree.round().tolist() == [2.0, 1.0]  # networkx's degree of node 0 is 3
+
+
+@pytest.mark.parametrize(
+    ("src", "dst", "message"),
+    [
+        ([0, -1], [1, 0], "edge 1: -1 -> 0 is not an edge between node ids 0..2"),
+        ([0, 5], [1, 0], "edge 1: 5 -> 0 is not an edge between node ids 0..2"),
+        ([0, 1, 2], [1, 0], "src has 3 ids but dst has 2"),
+        ([0.0, 1.7], [1, 0], "src must be a 1-D integer tensor of node ids"),
+        ([True, False], [1, 0], "src must be a 1-D integer tensor of node ids"),
+    ],
+)
+def test_edges_from_pairs_names_a_bad_edge(src, dst, message):
+    from graphattn.featurize.graph import edges_from_pairs
+
+    with pytest.raises(GraphInputError, match=re.escape(message)):
+        edges_from_pairs(torch.tensor(src), torch.tensor(dst), 3)
+
+
+def test_to_networkx_names_attention_predictions_and_labels_it_cannot_attach():
+    G = nx.path_graph(3)
+    nx.set_node_attributes(G, {0: "a", 1: "b", 2: "a"}, "cls")
+    data = from_networkx(G, label_attr="cls")
+    alpha = (data.edge_index, torch.rand(data.edge_index.size(1)))
+    for layers in ([alpha], [alpha, alpha], (alpha, alpha, alpha)):  # every layer's pair
+        with pytest.raises(GraphInputError, match="attention must be one layer's"):
+            to_networkx(data, attention=layers)
+    with pytest.raises(GraphInputError, match="must be integer class indices, got torch.float32"):
+        to_networkx(data, predictions=torch.tensor([0.0, 1.0, 0.0]))
+    with pytest.raises(GraphInputError, match=r"classes 0..2, but data.label_names has classes"):
+        to_networkx(data, predictions=torch.tensor([0, 1, 2]))
+    assert to_networkx(data, predictions=torch.tensor([1, 0, 1])).nodes[0]["prediction"] == "b"
+    data.y = torch.zeros(3, 2)
+    with pytest.raises(GraphInputError, match=r"one class per node \(3\), got shape \[3, 2\]"):
+        to_networkx(data)
 
 
 def test_to_networkx_names_predictions_of_the_wrong_size_and_reads_float_labels():

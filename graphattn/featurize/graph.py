@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from graphattn.errors import GraphInputError
+from graphattn.errors import GraphInputError, check_count, check_seed
 from graphattn.ops.graph import validate_edge_index
 
 __all__ = [
@@ -111,9 +111,15 @@ def edges_from_pairs(
     Returns:
         ``edge_index`` ``[2, E]`` long (input edges first, then the reversed copies
         for an undirected graph) and a :class:`GraphReport`.
+
+    Raises:
+        GraphInputError: ``src`` and ``dst`` are not integer tensors of one length, or
+            an id is outside 0..N-1 (the message names the first such edge).
     """
-    src, dst = src.long(), dst.long()
+    num_nodes = check_count("num_nodes", num_nodes, least=0)
     describe = describe or (lambda k: f"edge {k}")
+    _check_pairs(src, dst, num_nodes, describe)
+    src, dst = src.long(), dst.long()
     report = GraphReport(
         num_nodes=num_nodes, num_input_edges=int(src.numel()), directed=directed, source=source
     )
@@ -129,6 +135,25 @@ def edges_from_pairs(
     report.num_isolated_nodes = int((~touched).sum())
     _report_loops_and_duplicates(report, src, dst, loop, describe)
     return edge_index, report
+
+
+def _integer(t: Tensor) -> bool:
+    return not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)
+
+
+def _check_pairs(src: Tensor, dst: Tensor, num_nodes: int, describe: Callable) -> None:
+    for name, ids in (("src", src), ("dst", dst)):
+        if not isinstance(ids, Tensor) or ids.dim() != 1 or not _integer(ids):
+            raise GraphInputError(f"{name} must be a 1-D integer tensor of node ids")
+    if src.numel() != dst.numel():
+        raise GraphInputError(f"src has {src.numel()} ids but dst has {dst.numel()}")
+    outside = (src < 0) | (src >= num_nodes) | (dst < 0) | (dst >= num_nodes)
+    if bool(outside.any()):
+        k = int(outside.nonzero()[0])
+        raise GraphInputError(
+            f"{describe(k)}: {int(src[k])} -> {int(dst[k])} is not an edge between node ids "
+            f"0..{num_nodes - 1}"
+        )
 
 
 def _report_loops_and_duplicates(
@@ -239,13 +264,26 @@ def from_networkx(
         when ``label_attr`` is given.
 
     Raises:
-        GraphInputError: the graph has no nodes; a node lacks one of ``node_attrs`` or
-            has a non-numeric value, or one that is not a finite float32 number
-            (``None``, NaN, infinite, ``1e39``); a node's ``label_attr`` is not hashable.
+        GraphInputError: ``node_attrs`` is not a list or tuple, or holds ``label_attr``;
+            the graph has no nodes; a node lacks one of ``node_attrs`` or has a
+            non-numeric value, one that is not a finite float32 number (``None``, NaN,
+            infinite, ``1e39``), or one of another length than the first node's; a
+            node's ``label_attr`` is not hashable, or is a tensor of more than one value.
     """
     if isinstance(node_attrs, str):  # its letters would be read as attribute names
         raise GraphInputError(
             f"node_attrs must be a list or tuple of names, got the string {node_attrs!r}"
+        )
+    if node_attrs is not None and not isinstance(node_attrs, list | tuple):
+        # a set's order changes from one process to the next, and so would x's columns
+        raise GraphInputError(
+            f"node_attrs must be a list or tuple of names (their order is x's column "
+            f"order), got a {type(node_attrs).__name__}: {node_attrs!r}"
+        )
+    if label_attr is not None and label_attr in (node_attrs or ()):
+        raise GraphInputError(
+            f"label_attr {label_attr!r} is also in node_attrs, and a label is never an "
+            "input (each node's class would be read from its features)"
         )
     node_ids = list(G.nodes)
     if not node_ids:
@@ -275,9 +313,18 @@ def from_networkx(
 
 
 def _node_labels(G: nx.Graph, node_ids: list, label_attr: str) -> list:
-    """The ``label_attr`` of each node; an unhashable one is an error naming the node."""
+    """The ``label_attr`` of each node (a one-value tensor as its number: tensors hash
+    by identity, so each would be a class of its own); an unhashable one is an error
+    naming the node."""
     labels = [G.nodes[key].get(label_attr) for key in node_ids]
-    for key, label in zip(node_ids, labels, strict=True):
+    for position, (key, label) in enumerate(zip(node_ids, labels, strict=True)):
+        if isinstance(label, Tensor):
+            if label.numel() != 1:
+                raise GraphInputError(
+                    f"node {key!r}: label attribute {label_attr!r} is a tensor of shape "
+                    f"{list(label.shape)}, not one class"
+                )
+            labels[position] = label = label.item()
         try:
             hash(label)
         except TypeError:
@@ -296,6 +343,7 @@ def _note_edge_attributes(G: nx.Graph, report: GraphReport) -> None:
 
 def _node_attribute_matrix(G: nx.Graph, node_ids: list, names: Sequence[str]) -> Tensor:
     rows = []
+    widths: dict[str, int] = {}  # each attribute's length at the first node
     for key in node_ids:
         attrs = G.nodes[key]
         row = []
@@ -314,14 +362,14 @@ def _node_attribute_matrix(G: nx.Graph, node_ids: list, names: Sequence[str]) ->
                     f"node {key!r}: attribute {name!r} = {attrs[name]!r} is not a finite "
                     "float32 number"
                 )
+            width = widths.setdefault(name, values.size)
+            if values.size != width:  # a column would hold another attribute's values
+                raise GraphInputError(
+                    f"node attribute {name!r} has different lengths: {width} values at "
+                    f"node {node_ids[0]!r}, {values.size} at node {key!r}"
+                )
             row.extend(values.tolist())
         rows.append(row)
-    odd = next((k for k, row in enumerate(rows) if len(row) != len(rows[0])), None)
-    if odd is not None:
-        raise GraphInputError(
-            f"node attributes {list(names)} have different lengths: {len(rows[0])} values "
-            f"at node {node_ids[0]!r}, {len(rows[odd])} at node {node_ids[odd]!r}"
-        )
     return torch.tensor(rows, dtype=torch.float32).reshape(len(node_ids), -1)
 
 
@@ -336,8 +384,9 @@ def to_networkx(
     Args:
         data: ``Data`` with ``edge_index`` and optionally ``node_ids``, ``y``,
             ``label_names`` and ``graph_report``.
-        predictions: ``[N]`` class indices or ``[N, C]`` scores (argmax taken); stored
-            as node attribute ``prediction`` (class name when ``label_names`` exists).
+        predictions: ``[N]`` integer class indices or ``[N, C]`` scores (argmax taken);
+            stored as node attribute ``prediction`` (class name when ``label_names``
+            exists).
         attention: ``(edge_index [2, E'], alpha [E'] or [E', heads])`` from an
             attention layer, in the same node numbering. Each graph edge gets
             ``attention`` (mean over heads) and ``attention_heads`` (list). In an
@@ -364,6 +413,10 @@ def to_networkx(
     names = list(getattr(data, "label_names", None) or [])
     y = getattr(data, "y", None)
     if y is not None:
+        if y.numel() != len(keys):
+            raise GraphInputError(
+                f"data.y must hold one class per node ({len(keys)}), got shape {list(y.shape)}"
+            )
         for key, c in zip(keys, y.view(-1).tolist(), strict=True):
             if c >= 0:  # False for the NaN of a float y's unlabelled node
                 G.nodes[key]["label"] = names[int(c)] if names else int(c)
@@ -374,11 +427,35 @@ def to_networkx(
                 f"row per node, got {list(predictions.shape)}"
             )
         pred = predictions.argmax(-1) if predictions.dim() == 2 else predictions
+        _check_classes(pred, len(names))
         for key, c in zip(keys, pred.view(-1).tolist(), strict=True):
             G.nodes[key]["prediction"] = names[c] if names else c
     if attention is not None:
+        if not (
+            isinstance(attention, tuple | list)
+            and len(attention) == 2
+            and all(isinstance(t, Tensor) for t in attention)
+        ):
+            raise GraphInputError(
+                "attention must be one layer's (edge_index, alpha) pair of tensors (of a "
+                "model's list of layers, pick one, e.g. the last)"
+            )
         _attach_attention(G, keys, *attention)
     return G
+
+
+def _check_classes(pred: Tensor, num_names: int) -> None:
+    """``[N]`` predictions must be class indices, of ``label_names`` when given."""
+    if not _integer(pred):
+        raise GraphInputError(
+            f"predictions of shape [N] must be integer class indices, got {pred.dtype} "
+            "(pass [N, C] scores to take their argmax)"
+        )
+    if num_names and pred.numel() and not 0 <= int(pred.min()) <= int(pred.max()) < num_names:
+        raise GraphInputError(
+            f"predictions hold classes {int(pred.min())}..{int(pred.max())}, but "
+            f"data.label_names has classes 0..{num_names - 1}"
+        )
 
 
 def _is_directed(data: Data) -> bool:
@@ -454,11 +531,11 @@ def structural_features(
     """Log-degree and random-walk return probabilities of every node.
 
     Column 0 is ``log(1 + in-degree)``, the in-degree being the number of edges
-    j -> i into node i (for an undirected graph, its degree; self-loops and
-    duplicates count). Column t (1..walk_length) is the probability that a random
-    walk started at i is back at i after t steps, ``diag((D^-1 A)^t)``, with
-    ``A[j, i]`` the number of edges j -> i and D the out-degrees; a walk reaching a
-    node without out-edges stops.
+    j -> i into node i (for an undirected graph, its degree; duplicates count, and a
+    self-loop counts once, where networkx's degree counts it twice). Column t
+    (1..walk_length) is the probability that a random walk started at i is back at i
+    after t steps, ``diag((D^-1 A)^t)``, with ``A[j, i]`` the number of edges j -> i
+    and D the out-degrees; a walk reaching a node without out-edges stops.
 
     The diagonal is computed from sparse matrix powers, splitting ``t = a + b`` so
     only powers up to ``ceil(walk_length / 2)`` are needed. Powers are formed exactly
@@ -474,15 +551,21 @@ def structural_features(
         num_nodes: N.
         walk_length: number of return-probability columns k (>= 0).
         exact_budget: most multiply-adds (and stored entries) per exact product.
-        num_probes: random vectors for the estimated columns.
+        num_probes: random vectors for the estimated columns (>= 1).
         seed: seed of the random vectors (the result is deterministic).
+
+    Raises:
+        GraphInputError: a bad ``edge_index``, or a setting that is not a whole number
+            in its range.
 
     Returns:
         ``[N, 1 + walk_length]`` float32.
     """
     validate_edge_index(edge_index, num_nodes)
-    if walk_length < 0:
-        raise GraphInputError(f"walk_length must be >= 0, got {walk_length}")
+    walk_length = check_count("walk_length", walk_length, least=0)
+    exact_budget = check_count("exact_budget", exact_budget, least=0)
+    num_probes = check_count("num_probes", num_probes)
+    seed = check_seed(seed)
     src, dst = edge_index.long().numpy()
     in_degree = np.bincount(dst, minlength=num_nodes)
     columns = [np.log1p(in_degree)]
@@ -584,10 +667,10 @@ def text_features(texts: Sequence[str], n_features: int = 1024, method: str = "h
     same row. ``"tfidf"`` uses ``TfidfVectorizer`` with the same tokens, keeping the
     ``n_features`` most frequent terms of ``texts`` (L2-normalised tf-idf; zero
     columns pad a smaller vocabulary to ``n_features``). An empty text gives a zero
-    row.
+    row, and so does a missing one (``None``, a NaN: :func:`is_missing_label`).
 
     Args:
-        texts: N strings.
+        texts: N strings (a sequence; a lone string is refused).
         n_features: F, number of columns.
         method: ``"hashing"`` or ``"tfidf"``.
 
@@ -598,7 +681,9 @@ def text_features(texts: Sequence[str], n_features: int = 1024, method: str = "h
 
     if n_features < 1:
         raise GraphInputError(f"n_features must be >= 1, got {n_features}")
-    texts = ["" if t is None else str(t) for t in texts]
+    if isinstance(texts, str):  # its characters would be read as N one-letter texts
+        raise GraphInputError(f"texts must be a sequence of strings, got the string {texts!r}")
+    texts = ["" if is_missing_label(t) else str(t) for t in texts]
     if method == "hashing":
         vectorizer = HashingVectorizer(
             n_features=n_features, ngram_range=(1, 2), alternate_sign=False, norm="l2"

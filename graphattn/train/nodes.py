@@ -296,7 +296,10 @@ def train_node_model(
         and, for a model with label inputs (``metrics["label_inputs"]``), the labels it
         reads under ``"known_labels"`` (``[N]``: the training labels, -1 elsewhere;
         ``None`` without label inputs). Such a model refuses a call without them;
-        ``model.eval()(x, data.edge_index, known_labels)``, with ``x = data.x.float()``,
+        ``model.eval()(x, data.edge_index, known_labels)``, with ``x = data.x.float()``
+        (for a graph without ``x``, the features the model was trained on:
+        ``structural_features(data.edge_index, data.num_nodes)``, from
+        :mod:`graphattn.featurize.graph`),
         gives ``predictions.csv``'s values for every node outside training (its
         training rows are scored without their own labels: :func:`final_logits`).
         Without label inputs the model takes ``(x, data.edge_index)``.
