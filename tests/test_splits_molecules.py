@@ -121,7 +121,9 @@ def test_fractions_within_tolerance_are_accepted() -> None:
 
 
 def test_negative_n_is_rejected() -> None:
-    with pytest.raises(GraphInputError, match=r"n must be from 0 to 2\*\*50, got -1"):
+    with pytest.raises(
+        GraphInputError, match=r"n must be a whole number from 0 to 2\*\*50, got -1"
+    ):
         random_split(-1)
 
 
