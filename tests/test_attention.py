@@ -17,7 +17,7 @@ from graphattn import GraphInputError
 from graphattn.nn import DenseMemoryError, GraphSelfAttention, GraphTransformerLayer
 from graphattn.ops import prepare_edges, reference_edge_attention
 from graphattn.ops.compiled import numba_available
-from graphattn.ops.dense import graph_sizes
+from graphattn.ops.dense import dense_layout, dense_memory_bytes, graph_sizes
 from tests.graphs import random_batch, random_graph
 
 SCORES = ["dot", "additive"]
@@ -710,6 +710,45 @@ def test_the_reference_kernel_has_gradients_of_gradients_in_dense_mode(mode):
         torch.autograd.grad(grad.square().sum(), x)[0],
         torch.autograd.grad(want.square().sum(), x)[0],
     )
+
+
+def test_the_dense_budget_counts_the_explicit_path_that_the_reference_kernel_runs():
+    layout = dense_layout(400, None, torch.device("cpu"))
+    fused, explicit = (
+        GraphSelfAttention(64, 64, heads=4, kernel=kernel, mode="dense").dense_bytes(layout)
+        for kernel in ("auto", "reference")
+    )
+    assert explicit == dense_memory_bytes(1, 400, 4, 16, explicit=True, backward=True)
+    assert explicit > 1.9 * fused  # the scores' gradients, which the fused path never stores
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(kernel="reference"),
+        dict(kernel="auto"),
+        dict(kernel="gather"),
+        dict(kernel="fused"),
+        dict(mode="dense"),
+        dict(attend="khop", hops=2, hop_bias=True),
+    ],
+    ids=["reference", "auto", "gather", "fused", "dense", "hop-bias"],
+)
+def test_edge_features_run_under_autocast(options):
+    # lin_edge's float32 bias made the edge terms float32 beside bfloat16 queries: the
+    # reference kernel refused them, and the gather and fused kernels failed
+    torch.manual_seed(0)
+    x, edge_attr = torch.randn(6, 8), torch.randn(6, 3)
+    edge_index = torch.tensor([[0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 0]])
+    layer = GraphSelfAttention(8, 8, heads=2, edge_dim=3, **options)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = layer(x, edge_index, edge_attr)
+    out.float().square().sum().backward()
+    assert out.dtype == torch.bfloat16
+    assert all(p.grad is not None and bool(p.grad.isfinite().all()) for p in layer.parameters())
+    with torch.no_grad():
+        want = layer(x, edge_index, edge_attr)
+    torch.testing.assert_close(out.float(), want, atol=0.05, rtol=0.05)
 
 
 def test_attention_matrix_names_an_edge_between_graphs_that_sparse_mode_ran():

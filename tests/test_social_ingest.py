@@ -143,6 +143,10 @@ def test_feature_names_in_a_set_are_refused_their_order_would_change(tmp_path):
             load_node_graph(edges, features=features, feature_cols=cols)
     data = load_node_graph(edges, features=features, feature_cols=["score", "age"])
     assert data.x.tolist() == [[2.0, 1.0], [4.0, 3.0], [6.0, 5.0]]
+    # ordered sequences other than lists and tuples keep working
+    assert load_node_graph(edges, features=features, feature_cols=range(2, 0, -1)).x.equal(data.x)
+    keys = {"b": 0, "a": 1}.keys()
+    assert from_networkx(G, node_attrs=keys).x.tolist() == [[2.0, 1.0], [2.0, 1.0]]
 
 
 def test_attribute_widths_are_checked_one_attribute_at_a_time():
@@ -164,8 +168,14 @@ def test_labels_held_in_one_value_tensors_are_classes_by_value():
     data = from_networkx(G, label_attr="y")
     assert data.y.tolist() == [0, 1, 0, 1] and data.label_names == [0, 1]
     nx.set_node_attributes(G, {n: torch.zeros(2) for n in G}, "y")
-    with pytest.raises(GraphInputError, match=r"node 0: label attribute 'y' is a tensor of shape"):
+    with pytest.raises(GraphInputError, match=r"node 0: the label is a tensor of shape \[2\]"):
         from_networkx(G, label_attr="y")
+    from graphattn.featurize.graph import encode_labels
+
+    y, names = encode_labels(list(torch.tensor([1, 0, 1, -1])))  # the public function too
+    assert y.tolist() == [2, 1, 2, 0] and names == [-1, 0, 1]
+    y, names = encode_labels(list(torch.tensor([0.0, float("nan"), 1.0])))
+    assert y.tolist() == [0, -1, 1] and names == [0.0, 1.0]
 
 
 def test_text_features_of_missing_texts_are_zero_rows_and_a_lone_string_is_refused():
@@ -227,6 +237,9 @@ def test_to_networkx_names_attention_predictions_and_labels_it_cannot_attach():
     with pytest.raises(GraphInputError, match=r"classes 0..2, but data.label_names has classes"):
         to_networkx(data, predictions=torch.tensor([0, 1, 2]))
     assert to_networkx(data, predictions=torch.tensor([1, 0, 1])).nodes[0]["prediction"] == "b"
+    scores = torch.tensor([-1.0, 2.0, -3.0])
+    marked = to_networkx(data, predictions=scores > 0)  # bools are classes 0 and 1
+    assert [marked.nodes[n]["prediction"] for n in range(3)] == ["a", "b", "a"]
     data.y = torch.zeros(3, 2)
     with pytest.raises(GraphInputError, match=r"one class per node \(3\), got shape \[3, 2\]"):
         to_networkx(data)

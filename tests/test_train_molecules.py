@@ -19,6 +19,7 @@ from graphattn.datasets.molecules import MoleculeCSV, load_molecule_dataset
 from graphattn.errors import GraphInputError
 from graphattn.featurize.molecule import MoleculeFeaturizer
 from graphattn.models.molecule import MoleculeModel, MoleculeModelConfig
+from graphattn.splits.molecules import random_split
 from graphattn.train.checkpoint import load_checkpoint
 from graphattn.train.molecules import (
     MoleculeTrainConfig,
@@ -1159,8 +1160,7 @@ def test_a_model_without_attention_layers_trains(tmp_path):
     assert np.isfinite(metrics["train"]["rmse"])
 
 
-@pytest.mark.parametrize("task", ["classification", "regression"])
-def test_a_diverged_model_without_attention_layers_is_named_as_such(tmp_path, task):
+def test_a_diverged_classifier_without_attention_layers_is_named_as_such(tmp_path):
     # no layer checks the values of a model without attention: a classifier's NaN
     # logits reached scikit-learn's ROC-AUC, which raised "Input contains NaN."
     from graphattn import TrainingDiverged
@@ -1169,25 +1169,47 @@ def test_a_diverged_model_without_attention_layers_is_named_as_such(tmp_path, ta
     smiles = ["CCO", "CCN", "CCC", "CCCl", "c1ccccc1", "CC(=O)O", "CCOC", "CCCC", "CCCO", "CCCN"]
     source.write_text("smiles,y\n" + "".join(f"{s},{i % 2}\n" for i, s in enumerate(smiles * 3)))
     dataset = MoleculeCSV(source, target_cols=["y"])
-    config = tiny_config(task=task, epochs=5, lr=1e6, model={"layers": 0})
-    with pytest.raises(TrainingDiverged, match=r"training diverged in epoch \d"):
+    config = tiny_config(task="classification", epochs=5, lr=1e6, model={"layers": 0})
+    with pytest.raises(TrainingDiverged, match="a validation prediction is not finite"):
         train_molecule_model(dataset, config, progress=False)
+
+
+class Molecules(list):
+    """A plain list of featurized molecules with the attributes the trainer reads."""
+
+
+def plain_molecules(featurizer: MoleculeFeaturizer | None = None) -> Molecules:
+    from graphattn.featurize import featurize_smiles
+
+    featurizer = featurizer or MoleculeFeaturizer()
+    chains = ["C" * n + end for n in range(1, 8) for end in ("O", "N", "Cl")]
+    dataset = Molecules(featurize_smiles(s, featurizer) for s in chains)
+    for item, s in zip(dataset, chains, strict=True):
+        item.y = torch.tensor([[float(len(s))]])
+    dataset.smiles, dataset.target_cols, dataset.featurizer = chains, ["y"], featurizer
+    return dataset
+
+
+def test_a_nan_validation_input_of_a_model_without_attention_is_named_not_divergence():
+    dataset = plain_molecules()
+    val = random_split(len(dataset), (0.8, 0.1, 0.1), 0)["val"][0]
+    dataset[val].x[0, 0] = float("nan")
+    with pytest.raises(GraphInputError, match=rf"{dataset.smiles[val]}: x has non-finite values"):
+        train_molecule_model(dataset, tiny_config(model={"layers": 0}), progress=False)
+
+
+def test_a_plain_list_names_a_molecule_with_a_bad_descriptor():
+    dataset = plain_molecules(MoleculeFeaturizer(descriptors=True))
+    dataset[5].mol_x[0, 3] = float("nan")  # was an AttributeError: no data.row
+    with pytest.raises(GraphInputError, match=r"'CCCl': descriptor 3 \(mol_x\) is nan"):
+        train_molecule_model(dataset, tiny_config(), progress=False)
 
 
 def test_a_plain_list_of_featurized_molecules_trains_and_writes_a_run(tmp_path):
     # train_molecule_model read dataset.skipped and data.row, which a list of
     # featurize_smiles items has not: it failed after training, with an AttributeError
-    from graphattn.featurize import featurize_smiles
-
-    class Molecules(list):
-        pass
-
-    chains = ["C" * n + end for n in range(1, 8) for end in ("O", "N", "Cl")]
-    dataset = Molecules(featurize_smiles(s) for s in chains)
-    for item, s in zip(dataset, chains, strict=True):
-        item.y = torch.tensor([[float(len(s))]])
-    dataset.smiles, dataset.target_cols = chains, ["y"]
-    dataset.featurizer = MoleculeFeaturizer()
+    dataset = plain_molecules()
+    chains = dataset.smiles
     metrics = train_molecule_model(dataset, tiny_config(), run_dir=tmp_path / "run", progress=False)
     assert metrics["num_skipped"] == 0
     assert (tmp_path / "run" / "skipped.csv").read_text().splitlines() == ["row,smiles,reason"]
@@ -1773,7 +1795,6 @@ def test_targets_that_float32_rounds_beyond_their_spread_are_warned_about(tmp_pa
 def test_a_target_the_run_cannot_learn_or_score_is_named(tmp_path, caplog):
     # one class only in training, or no labelled test molecule: null metrics and exit 0,
     # without a word (validation had its own warning)
-    from graphattn.splits.molecules import random_split
 
     config = tiny_config(task="classification", epochs=1, seed=0)
     test = set(random_split(36, config.fractions, config.seed)["test"].tolist())

@@ -188,8 +188,9 @@ def encode_labels(
     """Encode class labels as 0..C-1 in sorted order; missing labels become -1.
 
     Args:
-        labels: one label (any hashable) per node, or, for an unlabelled node, a
-            missing one (:func:`is_missing_label`: ``None``, ``""``, a NaN).
+        labels: one label (any hashable; a one-value tensor is read as its value) per
+            node, or, for an unlabelled node, a missing one (:func:`is_missing_label`:
+            ``None``, ``""``, a NaN).
         node_ids: the nodes' ids, for error messages (default: their positions).
 
     Returns:
@@ -197,6 +198,7 @@ def encode_labels(
         Labels of mixed types that cannot be compared are sorted by
         (type name, string form).
     """
+    labels = [_label_value(v, k, node_ids) for k, v in enumerate(labels)]
     labels = [None if is_missing_label(v) else v for v in labels]
     classes = {v for v in labels if v is not None}
     try:
@@ -207,6 +209,19 @@ def encode_labels(
     index = {name: c for c, name in enumerate(names)}
     y = torch.tensor([-1 if v is None else index[v] for v in labels], dtype=torch.long)
     return y, names
+
+
+def _label_value(label: Hashable | None, position: int, node_ids: Sequence | None) -> Hashable:
+    """A one-value tensor as its number: tensors hash by identity, so each node's
+    ``tensor(0)`` would be a class of its own."""
+    if not isinstance(label, Tensor):
+        return label
+    if label.numel() != 1:
+        where = f"position {position}" if node_ids is None else f"node {node_ids[position]!r}"
+        raise GraphInputError(
+            f"{where}: the label is a tensor of shape {list(label.shape)}, not one class"
+        )
+    return label.item()
 
 
 def _check_distinct_names(names: list, labels: list, node_ids: Sequence | None) -> None:
@@ -264,7 +279,7 @@ def from_networkx(
         when ``label_attr`` is given.
 
     Raises:
-        GraphInputError: ``node_attrs`` is not a list or tuple, or holds ``label_attr``;
+        GraphInputError: ``node_attrs`` is a string or a set, or holds ``label_attr``;
             the graph has no nodes; a node lacks one of ``node_attrs`` or has a
             non-numeric value, one that is not a finite float32 number (``None``, NaN,
             infinite, ``1e39``), or one of another length than the first node's; a
@@ -274,12 +289,13 @@ def from_networkx(
         raise GraphInputError(
             f"node_attrs must be a list or tuple of names, got the string {node_attrs!r}"
         )
-    if node_attrs is not None and not isinstance(node_attrs, list | tuple):
+    if isinstance(node_attrs, set | frozenset):
         # a set's order changes from one process to the next, and so would x's columns
         raise GraphInputError(
             f"node_attrs must be a list or tuple of names (their order is x's column "
             f"order), got a {type(node_attrs).__name__}: {node_attrs!r}"
         )
+    node_attrs = None if node_attrs is None else list(node_attrs)
     if label_attr is not None and label_attr in (node_attrs or ()):
         raise GraphInputError(
             f"label_attr {label_attr!r} is also in node_attrs, and a label is never an "
@@ -313,18 +329,9 @@ def from_networkx(
 
 
 def _node_labels(G: nx.Graph, node_ids: list, label_attr: str) -> list:
-    """The ``label_attr`` of each node (a one-value tensor as its number: tensors hash
-    by identity, so each would be a class of its own); an unhashable one is an error
-    naming the node."""
+    """The ``label_attr`` of each node; an unhashable one is an error naming the node."""
     labels = [G.nodes[key].get(label_attr) for key in node_ids]
-    for position, (key, label) in enumerate(zip(node_ids, labels, strict=True)):
-        if isinstance(label, Tensor):
-            if label.numel() != 1:
-                raise GraphInputError(
-                    f"node {key!r}: label attribute {label_attr!r} is a tensor of shape "
-                    f"{list(label.shape)}, not one class"
-                )
-            labels[position] = label = label.item()
+    for key, label in zip(node_ids, labels, strict=True):
         try:
             hash(label)
         except TypeError:
@@ -384,7 +391,7 @@ def to_networkx(
     Args:
         data: ``Data`` with ``edge_index`` and optionally ``node_ids``, ``y``,
             ``label_names`` and ``graph_report``.
-        predictions: ``[N]`` integer class indices or ``[N, C]`` scores (argmax taken);
+        predictions: ``[N]`` integer (or bool) class indices or ``[N, C]`` scores (argmax taken);
             stored as node attribute ``prediction`` (class name when ``label_names``
             exists).
         attention: ``(edge_index [2, E'], alpha [E'] or [E', heads])`` from an
@@ -427,7 +434,7 @@ def to_networkx(
                 f"row per node, got {list(predictions.shape)}"
             )
         pred = predictions.argmax(-1) if predictions.dim() == 2 else predictions
-        _check_classes(pred, len(names))
+        pred = _class_indices(pred, len(names))
         for key, c in zip(keys, pred.view(-1).tolist(), strict=True):
             G.nodes[key]["prediction"] = names[c] if names else c
     if attention is not None:
@@ -444,8 +451,11 @@ def to_networkx(
     return G
 
 
-def _check_classes(pred: Tensor, num_names: int) -> None:
-    """``[N]`` predictions must be class indices, of ``label_names`` when given."""
+def _class_indices(pred: Tensor, num_names: int) -> Tensor:
+    """``[N]`` predictions as class indices (a bool is class 0 or 1), of ``label_names``
+    when given."""
+    if pred.dtype == torch.bool:
+        pred = pred.long()
     if not _integer(pred):
         raise GraphInputError(
             f"predictions of shape [N] must be integer class indices, got {pred.dtype} "
@@ -456,6 +466,7 @@ def _check_classes(pred: Tensor, num_names: int) -> None:
             f"predictions hold classes {int(pred.min())}..{int(pred.max())}, but "
             f"data.label_names has classes 0..{num_names - 1}"
         )
+    return pred
 
 
 def _is_directed(data: Data) -> bool:

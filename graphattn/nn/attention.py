@@ -249,8 +249,8 @@ class GraphSelfAttention(nn.Module):
         # (added self-loops, k-hop pairs) get lin_edge(0) = bias as well.
         weight, bias = self.lin_edge.weight, self.lin_edge.bias
         merged = edges.merge_edge_features(F.linear(edge_attr.to(weight.dtype), weight))
-        if bias is not None:
-            merged = merged + bias
+        if bias is not None:  # in merged's dtype: under autocast, a float32 bias would
+            merged = merged + bias.to(merged.dtype)  # make the terms wider than q
         return merged.view(-1, self.heads, self.head_dim)
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -272,7 +272,7 @@ class GraphSelfAttention(nn.Module):
         the backward pass when autograd is on (see
         :func:`graphattn.ops.dense.dense_memory_bytes`)."""
         plain = _plain_softmax(self.score, self.normalize, self.hop_embedding is not None)
-        fused = plain and self.lin_edge is None
+        fused = plain and self.lin_edge is None and self.kernel != "reference"
         return dense_memory_bytes(
             layout.num_graphs,
             layout.max_nodes,

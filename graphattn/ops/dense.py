@@ -184,7 +184,8 @@ def dense_memory_bytes(
     key and value terms) and for the additive score's ``tanh(q_i + k_j)``. With
     ``backward`` (a training step) on the ``explicit`` path, that is everything but
     PyTorch's fused ``scaled_dot_product_attention`` (which runs for dot-product softmax
-    scores without edge features or score bias, weights not returned), it counts the
+    scores without edge features or score bias, weights not returned, and a kernel other
+    than ``"reference"``), it counts the
     gradients too: 6 ``[B, H, L, L]`` tensors, 4 per-pair tensors for edge features and
     3 for the additive score. Checked against the peak memory growth of a forward and
     backward pass on CPU (N = 600 and 1200, H = 4, D = 16, float32): 0.78-1.01 of the

@@ -118,8 +118,8 @@ def random_split(
     Returns:
         dict[str, np.ndarray]: ``"train"``, ``"val"``, ``"test"`` -> sorted int64 indices.
     """
-    n_train, n_val, _ = split_sizes(n, fractions)  # also checks n
-    order = np.random.default_rng(check_seed(seed)).permutation(n)
+    n_train, n_val, n_test = split_sizes(n, fractions)  # checks n (maybe a 0-d array)
+    order = np.random.default_rng(check_seed(seed)).permutation(n_train + n_val + n_test)
     parts = np.split(order, [n_train, n_train + n_val])
     return {
         name: np.sort(part).astype(np.int64) for name, part in zip(SPLIT_NAMES, parts, strict=True)

@@ -39,7 +39,7 @@ from graphattn.datasets.molecules import (
     graph_key,
     write_skipped_rows,
 )
-from graphattn.errors import GraphInputError, TrainingDiverged
+from graphattn.errors import GraphInputError, NonFiniteError, TrainingDiverged
 from graphattn.models.checks import check_architecture
 from graphattn.models.molecule import (
     TASKS,
@@ -49,6 +49,7 @@ from graphattn.models.molecule import (
     pe_transform,
 )
 from graphattn.nn.transformer import ffn_width
+from graphattn.ops.graph import check_finite
 from graphattn.optim import adamw
 from graphattn.splits.molecules import random_split, save_split, scaffold_split
 from graphattn.train.checkpoint import save_checkpoint
@@ -404,8 +405,15 @@ def _check_binary(part: list, y: torch.Tensor, target_cols: list[str]) -> None:
         index, column = bad.nonzero()[0].tolist()
         data = part[index]
         detail = f"{data.smiles} has {target_cols[column]} = {float(y[index, column]):g}"
-        where = describe_row(data.row, detail) if hasattr(data, "row") else detail
-        raise GraphInputError(f"classification targets must be 0 or 1 (or empty): {where}")
+        raise GraphInputError(
+            f"classification targets must be 0 or 1 (or empty): {_item_named(data, detail)}"
+        )
+
+
+def _item_named(data, detail: str) -> str:
+    """``detail`` with the item's data row, when it has one (a plain list's items have
+    none)."""
+    return describe_row(int(data.row), detail) if hasattr(data, "row") else detail
 
 
 def _note_binary_regression(y: torch.Tensor, target_cols: list[str]) -> None:
@@ -956,6 +964,7 @@ def _fit(
         with divergence_named(epoch, steps, config.lr, model, val_inputs):
             val_pred, val_y, _ = _predict_loader(model, val_loader, scaler, config.task)
         if not np.isfinite(val_pred).all():  # no layer saw it: a model without attention
+            _check_finite_items(val_loader.dataset)  # a bad input is named as such
             raise TrainingDiverged(epoch, config.lr, "a validation prediction is not finite")
         val_value = _validation_value(config.task, metric, val_y, val_pred, scaler)
         best = stopper.step(val_value, epoch, model)
@@ -993,7 +1002,7 @@ def _check_batch_norm(train: list, batch_size: int) -> None:
     lone = next((d for d in train if d.num_nodes == 1), None)
     if lone is not None:
         smiles = getattr(lone, "smiles", "a molecule")
-        where = describe_row(lone.row, smiles) if hasattr(lone, "row") else smiles
+        where = _item_named(lone, smiles)
         raise GraphInputError(
             f"norm='batch' needs two atoms in every training batch, but one would hold only "
             f"{where}, which has one atom (batch_size={batch_size}, {len(train)} training "
@@ -1013,12 +1022,22 @@ def _check_descriptors(parts: dict[str, list]) -> None:
             if len(bad):
                 where = tuple(bad[0].tolist())
                 raise GraphInputError(
-                    describe_row(
-                        int(data.row),
-                        f"{data.smiles!r}: descriptor {where[-1]} (mol_x) is "
-                        f"{float(data.mol_x[where])}; descriptors must be finite",
+                    _item_named(
+                        data,
+                        f"{getattr(data, 'smiles', 'a molecule')!r}: descriptor {where[-1]} "
+                        f"(mol_x) is {float(data.mol_x[where])}; descriptors must be finite",
                     )
                 )
+
+
+def _check_finite_items(items) -> None:
+    """Raise :class:`NonFiniteError` naming the first item with a NaN or infinite input."""
+    for data in items:
+        try:
+            check_finite(**_float_inputs(data))
+        except NonFiniteError as error:
+            smiles = getattr(data, "smiles", "a molecule")
+            raise NonFiniteError(_item_named(data, f"{smiles}: {error}")) from None
 
 
 def _float_inputs(batch) -> dict[str, torch.Tensor]:
