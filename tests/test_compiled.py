@@ -97,3 +97,63 @@ def test_a_second_process_reuses_the_disk_cache(tmp_path) -> None:
         cached.append(sorted(p.name for p in tmp_path.rglob("*.nbc")))
     assert cached[0], "nothing was cached"
     assert cached[1] == cached[0]
+
+
+def test_a_disk_cache_that_fails_while_compiling_is_left_out_with_one_warning(
+    monkeypatch, caplog
+) -> None:
+    # Numba writes its cache as the function first compiles, and raises there on a full
+    # disk or a quota (ENOSPC, EDQUOT): the first training step ended with "No space
+    # left on device", which pointed at the run folder's disk
+    import errno
+
+    import numba.core.caching as caching
+
+    def no_space(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(caching.Cache, "load_overload", lambda self, *args, **kwargs: None)
+    monkeypatch.setattr(caching.Cache, "save_overload", no_space)
+    add = jit(False)(add_one)
+    with caplog.at_level("WARNING", logger="graphattn.ops.compiled"):
+        assert add(1) == 2 and add(2.5) == 3.5  # the second signature compiles uncached
+    assert [r.getMessage() for r in caplog.records] == [
+        "Numba's disk cache failed for add_one ([Errno 28] No space left on device): "
+        "compiling it without the cache"
+    ]
+
+
+def test_numba_with_its_jit_disabled_counts_as_unavailable() -> None:
+    # NUMBA_DISABLE_JIT=1 ran the kernels as Python loops: 25 times slower, and the
+    # dropout generator's wrapping arithmetic warned of overflows
+    script = "from graphattn.ops.compiled import numba_available; print(numba_available())"
+    env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False"]
+
+
+def test_a_threading_layer_that_cannot_load_leaves_the_serial_loops(monkeypatch, caplog) -> None:
+    # NUMBA_THREADING_LAYER=tbb without TBB: "No threading layer could be loaded" ended
+    # the run at the first parallel loop
+    import numba
+
+    from graphattn.ops import compiled
+
+    def no_layer(count: int) -> None:
+        raise ValueError("No threading layer could be loaded.")
+
+    monkeypatch.setattr(numba, "set_num_threads", no_layer)
+    monkeypatch.setattr(compiled, "_PARALLEL_PID", None)
+    monkeypatch.setattr(compiled, "_NO_THREADS", False)
+    versions = per_process(lambda parallel: parallel)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with caplog.at_level("WARNING", logger="graphattn.ops.compiled"):
+            assert versions() is False and versions() is False
+    finally:
+        torch.set_num_threads(threads)
+    assert len(caplog.records) == 1 and "run on one thread" in caplog.records[0].getMessage()

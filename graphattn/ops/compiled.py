@@ -12,7 +12,9 @@ operations.
 from __future__ import annotations
 
 import functools
+import logging
 import os
+import pickle
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -20,33 +22,72 @@ import torch
 
 __all__ = ["DTYPES", "jit", "numba_available", "per_process"]
 
+log = logging.getLogger(__name__)
+
 T = TypeVar("T")
 DTYPES = (torch.float32, torch.float64)  # what the compiled code takes (NumPy has no bf16)
 _PARALLEL_PID: int | None = None  # the process whose Numba threads have run
+_NO_THREADS = False  # Numba's threading layer could not be loaded: serial versions only
+# What a disk cache that cannot be written or read raises while Numba compiles: a full
+# disk or a quota (OSError), a damaged index (pickle errors, EOFError).
+_CACHE_ERRORS = (OSError, pickle.UnpicklingError, EOFError)
 
 
 @functools.cache
 def numba_available() -> bool:
-    """Whether Numba imports (tried once)."""
+    """Whether Numba imports and compiles (tried once). ``NUMBA_DISABLE_JIT=1`` counts as
+    unavailable: its plain-Python loops would be about 25 times slower than torch's."""
     try:
-        import numba  # noqa: F401
+        import numba
     except Exception:  # not installed, or broken against this NumPy: use torch instead
         return False
-    return True
+    return not numba.config.DISABLE_JIT
 
 
 def jit(parallel: bool, **options) -> Callable:
     """``numba.njit`` with graphattn's settings: ``parallel``, and cached on disk where
-    Numba finds a writable place (else compiled anew in each process)."""
+    Numba finds a writable place (else compiled anew in each process). Where the cache
+    fails when the function compiles (a full disk, a quota, a damaged cache file), the
+    function is compiled without it, with one warning."""
     from numba import njit
 
     def decorate(function: Callable) -> Callable:
+        uncached = functools.partial(njit(parallel=parallel, **options), function)
         try:
-            return njit(parallel=parallel, cache=True, **options)(function)
+            cached = njit(parallel=parallel, cache=True, **options)(function)
         except RuntimeError:  # "cannot cache function": no writable cache directory
-            return njit(parallel=parallel, **options)(function)
+            return uncached()
+        return _CacheTolerant(cached, uncached)
 
     return decorate
+
+
+class _CacheTolerant:
+    """A cached compiled function that falls back to an uncached copy when Numba's disk
+    cache raises while it compiles or loads (Numba guards only Windows' spurious errors).
+
+    The cache is read or written before the compiled code runs, so the retry repeats
+    no work on the caller's arrays.
+    """
+
+    def __init__(self, cached: Callable, uncached: Callable[[], Callable]) -> None:
+        self._function, self._uncached = cached, uncached
+        self._tolerant = True  # until the cache failed once
+        functools.update_wrapper(self, cached.py_func)
+
+    def __call__(self, *args):
+        try:
+            return self._function(*args)
+        except _CACHE_ERRORS as error:
+            if not self._tolerant:
+                raise
+            log.warning(
+                "Numba's disk cache failed for %s (%s): compiling it without the cache",
+                self.__qualname__,
+                error,
+            )
+            self._function, self._tolerant = self._uncached(), False
+            return self._function(*args)
 
 
 def _parallel() -> bool:
@@ -56,14 +97,19 @@ def _parallel() -> bool:
     ran in its parent: GNU OpenMP is not fork-safe, and Numba ends such a child with
     SIGTERM, so there the single-threaded versions run.
     """
-    global _PARALLEL_PID
+    global _PARALLEL_PID, _NO_THREADS
     threads = torch.get_num_threads()
-    if threads == 1 or _PARALLEL_PID not in (None, os.getpid()):
+    if threads == 1 or _NO_THREADS or _PARALLEL_PID not in (None, os.getpid()):
         return False
     import numba
 
+    try:  # loads Numba's threading layer on first use
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    except ValueError as error:  # e.g. NUMBA_THREADING_LAYER=tbb without TBB installed
+        log.warning("Numba's threads are not usable (%s): its loops run on one thread", error)
+        _NO_THREADS = True
+        return False
     _PARALLEL_PID = os.getpid()
-    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     if torch.get_num_threads() != threads:
         # Numba's OpenMP layer shares torch's OpenMP runtime: with NUMBA_NUM_THREADS
         # below torch's count, the call above lowered torch's threads too.
