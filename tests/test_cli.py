@@ -6,6 +6,7 @@ import argparse
 import json
 import re
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 import torch
@@ -299,3 +300,88 @@ def test_train_prints_a_summary_of_its_metrics_and_the_run_folder(tmp_path, caps
     metrics = json.loads((out / "metrics.json").read_text())
     keys = ("task", "dataset", "test", "epochs_run", "train_seconds")
     assert json.loads("\n".join(printed[:-1])) == {key: metrics[key] for key in keys}
+
+
+def test_an_out_folder_that_cannot_be_written_is_refused_before_the_work(
+    tmp_path, capsys, monkeypatch
+):
+    # a read-only mount or folder failed only after training (or predicting) everything
+    import errno
+    import tempfile
+
+    real = tempfile.TemporaryFile
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+
+    def probe(*args, dir=None, **kwargs):
+        if dir is not None and Path(dir) == read_only:
+            raise OSError(errno.EROFS, "Read-only file system")
+        return real(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", probe)
+    run = read_only / "runs" / "k"
+    assert main(["train", "--dataset", "karate", "--epochs", "1", "--out", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert f"run folder {run} cannot be written ({read_only}: Read-only file system)" in err
+    assert "Epoch" not in err and not run.exists()
+    source = tmp_path / "m.csv"
+    source.write_text("smiles\nCCO\n")
+    out = read_only / "p.csv"
+    code = main(["predict", "--model", str(tmp_path), "--csv", str(source), "--out", str(out)])
+    assert code == 2
+    assert f"--out {out} cannot be written ({read_only}: Read-only" in capsys.readouterr().err
+    assert main(["train", "--dataset", "karate", "--epochs", "1", "--no-progress",
+                 "--out", str(tmp_path / "k")]) == 0  # fmt: skip
+
+
+def test_a_tilde_in_a_path_option_is_the_home_folder(tmp_path, capsys, monkeypatch):
+    # bash leaves --out=~/run as it is: a folder named "~" appeared in the working folder
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    args = build_parser().parse_args(["train", "--dataset", "karate", "--out=~/kar"])
+    assert args.out == tmp_path / "home" / "kar"
+    args = build_parser().parse_args(["predict", "--model=~/m", "--csv=~/p.csv", "--out=~/o.csv"])
+    assert (args.model, args.csv, args.out) == tuple(
+        tmp_path / "home" / name for name in ("m", "p.csv", "o.csv")
+    )
+    args = build_parser().parse_args(["train", "--csv=~/m.csv", "--init-from=~/run"])
+    assert args.init_from == str(tmp_path / "home" / "run")
+    assert build_parser().parse_args(["train", "--init-from", "none"]).init_from == "none"
+
+
+def test_training_with_stderr_closed_still_writes_its_run(tmp_path, capsys, monkeypatch):
+    # `graphattn train ... 2>&-` leaves sys.stderr None: tqdm's progress bar crashed
+    monkeypatch.setattr("sys.stderr", None)
+    assert main(["train", "--dataset", "karate", "--epochs", "2", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "metrics.json").is_file()
+
+
+def test_a_file_name_that_is_not_utf8_is_a_readable_title(tmp_path):
+    # its bytes came through as lone surrogates, which matplotlib refused for graph.png's
+    # title (after training) and strict JSON readers refuse in metrics.json
+    import os
+
+    from graphattn.datasets.files import file_title
+
+    name = os.fsdecode(b"edges_\xe9.csv")
+    assert file_title(tmp_path / name) == "edges_\ufffd.csv"
+    assert file_title(Path("kanten é.csv")) == "kanten é.csv"
+    edges, labels = tmp_path / name, tmp_path / os.fsdecode(b"labels_\xe9.csv")
+    edges.write_text("".join(f"{i},{(i + 1) % 12}\n{i},{(i + 5) % 12}\n" for i in range(12)))
+    labels.write_text("".join(f"{i},{'ab'[i % 2]}\n" for i in range(12)))
+    out = tmp_path / "run"
+    assert main(["train", "--edges", str(edges), "--labels", str(labels), "--epochs", "2",
+                 "--no-progress", "--out", str(out)]) == 0  # fmt: skip
+    assert (out / "graph.png").is_file()
+    metrics = (out / "metrics.json").read_text(encoding="utf-8")  # strict UTF-8
+    assert json.loads(metrics)["dataset"] == "edges_\ufffd.csv"
+
+
+def test_version_says_when_numba_is_installed_but_not_used(capsys, monkeypatch):
+    monkeypatch.setenv("NUMBA_DISABLE_JIT", "1")
+    import numba
+
+    monkeypatch.setattr(numba.config, "DISABLE_JIT", True)
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert "(not used: NUMBA_DISABLE_JIT is set)" in capsys.readouterr().out

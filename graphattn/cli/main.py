@@ -65,7 +65,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         help=f"named set: {', '.join(MOLECULE_SETS + NODE_SETS)} "
         f"(default {DEFAULT_DATASET}, embedded, no download)",
     )
-    src.add_argument("--csv", type=Path, help="molecule CSV file")
+    src.add_argument("--csv", type=_user_path, help="molecule CSV file")
     src.add_argument("--smiles-col", help="SMILES column of --csv (default: smiles)")
     src.add_argument(
         "--target-col",
@@ -74,10 +74,10 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         help="target column of --csv (repeat for several targets)",
     )
     src.add_argument(
-        "--edges", type=Path, help="edge list (comma-, tab- or whitespace-separated text)"
+        "--edges", type=_user_path, help="edge list (comma-, tab- or whitespace-separated text)"
     )
-    src.add_argument("--labels", type=Path, help="node label file for --edges")
-    src.add_argument("--features", type=Path, help="optional node feature file for --edges")
+    src.add_argument("--labels", type=_user_path, help="node label file for --edges")
+    src.add_argument("--features", type=_user_path, help="optional node feature file for --edges")
     src.add_argument("--text-col", help="text column of --features/--labels turned into features")
     src.add_argument(
         "--label-col",
@@ -97,7 +97,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     )
     src.add_argument(
         "--data-dir",
-        type=Path,
+        type=_user_path,
         help="folder with the named data sets' files "
         "(default: $GRAPHATTN_DATA, then the download cache)",
     )
@@ -202,6 +202,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--init-from",
+        type=os.path.expanduser,
         metavar="RUN_DIR",
         help="molecules: start from this run's atom/bond encoders and attention layers "
         "(transfer learning; same featurizer needed); the head is trained from scratch. "
@@ -225,7 +226,10 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     )
     _add_compute(p)
     p.add_argument(
-        "--out", type=Path, default=Path("runs/latest"), help="run folder (default: runs/latest)"
+        "--out",
+        type=_user_path,
+        default=Path("runs/latest"),
+        help="run folder (default: runs/latest)",
     )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
@@ -266,6 +270,12 @@ def _nonnegative_int(text: str) -> int:
     return value
 
 
+def _user_path(text: str) -> Path:
+    """A path argument with ``~`` expanded: the shell leaves ``--out=~/run`` as it is,
+    which would write a folder named ``~`` here."""
+    return Path(text).expanduser()
+
+
 def _whole_number(text: str) -> int:
     try:
         return int(text)
@@ -291,10 +301,10 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
         "molecules by disagreement and is not an error bar) and an error column; one "
         "output row per input row, in order.",
     )
-    p.add_argument("--model", type=Path, required=True, help="run folder made by train")
-    p.add_argument("--csv", type=Path, required=True, help="input CSV with a header")
+    p.add_argument("--model", type=_user_path, required=True, help="run folder made by train")
+    p.add_argument("--csv", type=_user_path, required=True, help="input CSV with a header")
     p.add_argument("--smiles-col", default="smiles", help="SMILES column (default: smiles)")
-    p.add_argument("--out", type=Path, required=True, help="output CSV")
+    p.add_argument("--out", type=_user_path, required=True, help="output CSV")
     _add_inference(p)
 
 
@@ -306,9 +316,9 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
         "(rows whose SMILES cannot be read, left out of the metrics) and num_bad_labels "
         "(label cells that are not numbers, read as missing).",
     )
-    p.add_argument("--model", type=Path, required=True, help="run folder made by train")
+    p.add_argument("--model", type=_user_path, required=True, help="run folder made by train")
     p.add_argument(
-        "--csv", type=Path, required=True, help="labelled CSV with a header and the SMILES"
+        "--csv", type=_user_path, required=True, help="labelled CSV with a header and the SMILES"
     )
     p.add_argument("--smiles-col", default="smiles", help="SMILES column (default: smiles)")
     p.add_argument(
@@ -318,7 +328,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
         help="target to evaluate: a model target read from the column of that name, or "
         "COLUMN=TARGET (repeat for several); default: every model target",
     )
-    p.add_argument("--out", type=Path, help="also write the metrics JSON here")
+    p.add_argument("--out", type=_user_path, help="also write the metrics JSON here")
     _add_inference(p)
 
 
@@ -334,7 +344,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true", help="tiny grid (seconds), for CI")
     p.add_argument(
         "--out",
-        type=Path,
+        type=_user_path,
         default=Path("bench_out"),
         help="folder for the JSON, Markdown and plots (default: bench_out)",
     )
@@ -342,7 +352,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default: auto)")
     p.add_argument(
         "--data-dir",
-        type=Path,
+        type=_user_path,
         help="folder with esol/ (default: $GRAPHATTN_DATA, then the download cache)",
     )
     p.add_argument(
@@ -359,6 +369,16 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
+def _numba_problem() -> str | None:
+    """Why graphattn's kernels do not use the installed Numba, or ``None`` (the rule of
+    :func:`graphattn.ops.compiled.numba_available`, without importing torch)."""
+    try:
+        import numba
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    return "NUMBA_DISABLE_JIT is set" if numba.config.DISABLE_JIT else None
+
+
 def _versions() -> str:
     """``graphattn X (Python Y; torch Z, ...)``, read from the installed packages'
     metadata, so that ``--help`` and ``--version`` do not import torch."""
@@ -372,6 +392,9 @@ def _versions() -> str:
             found.append(f"{package} {version(package)}")
         except PackageNotFoundError:
             found.append(f"{package} not installed")
+        else:
+            if package == "numba" and (problem := _numba_problem()):
+                found[-1] += f" (not used: {problem})"
     python = ".".join(str(part) for part in sys.version_info[:3])
     return f"graphattn {__version__} (Python {python}; {', '.join(found)})"
 
@@ -463,6 +486,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _train_molecules(args: argparse.Namespace) -> int:
+    from graphattn.datasets.files import file_title
     from graphattn.datasets.molecules import (
         MoleculeCSV,
         dataset_featurizer,
@@ -477,7 +501,7 @@ def _train_molecules(args: argparse.Namespace) -> int:
         "xtb": args.xtb_energies,
     }
     if args.csv is not None:
-        name, featurizer = args.csv.name, MoleculeFeaturizer(**features)
+        name, featurizer = file_title(args.csv), MoleculeFeaturizer(**features)
     else:
         name = args.dataset or DEFAULT_DATASET
         if name not in MOLECULE_SETS:
@@ -600,13 +624,16 @@ def _check_output_file(path: Path | None, inputs: dict[str, Path] | None = None)
     """Refuse an output file that is a folder, or one of the files the command reads or
     must keep (``inputs``: what it is -> file), before any work is done (it is written
     last)."""
-    from graphattn.train.loop import file_in_the_way
+    from graphattn.train.loop import file_in_the_way, unwritable_folder
 
     if path is not None and path.is_dir():
         raise GraphInputError(f"--out {path} is a folder; name the file to write")
     blocker = None if path is None else file_in_the_way(path.parent)
     if blocker is not None:
         raise GraphInputError(f"--out {path} cannot be written: {blocker} is a file")
+    problem = None if path is None else unwritable_folder(path.parent)
+    if problem is not None:
+        raise GraphInputError(f"--out {path} cannot be written ({problem})")
     for what, source in (inputs or {}).items():
         if path is not None and path.is_file() and source.is_file() and path.samefile(source):
             raise GraphInputError(f"--out {path} is {what}; name another file to write")
@@ -941,6 +968,8 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    if sys.stderr is None:  # started with stderr closed (2>&-): tqdm and argparse need one
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (the process keeps it)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "train":  # errors as `graphattn train: error: ...`, with its usage

@@ -12,6 +12,7 @@ import math
 import operator
 import os
 import random
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -65,7 +66,8 @@ RUN_FILES = (
 
 def check_run_folder(run_dir: str | Path | None) -> None:
     """Raise :class:`GraphInputError` if ``run_dir``, or the folder it would be created
-    in, is an existing file.
+    in, is an existing file, or no file can be created there (a read-only file system,
+    no permission).
 
     The trainers call it before training, since the run folder is written only at the end.
     """
@@ -78,6 +80,25 @@ def check_run_folder(run_dir: str | Path | None) -> None:
         )
     if blocker is not None:
         raise GraphInputError(f"run folder {run_dir} cannot be created: {blocker} is a file")
+    problem = unwritable_folder(Path(run_dir))
+    if problem is not None:
+        raise GraphInputError(f"run folder {run_dir} cannot be written ({problem})")
+
+
+def unwritable_folder(path: Path) -> str | None:
+    """Why no file can be created in ``path``, or in its nearest existing parent where it
+    would be created (``"folder: reason"``), else ``None``. A file is made and removed
+    there, which also finds read-only mounts (the permission bits do not show them, and
+    root passes those)."""
+    folder = next((c for c in (path, *path.parents) if c.is_dir()), None)
+    if folder is None:
+        return None
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        return f"{folder}: {error.strerror or error}"
+    return None
 
 
 def file_in_the_way(path: Path) -> Path | None:

@@ -527,6 +527,7 @@ CLI_HEADERS = {"auto": None, "yes": True, "no": False}
 
 def _load_cli_data(args):
     """The graph and its name for ``graphattn train`` on nodes."""
+    from graphattn.datasets.files import file_title
     from graphattn.datasets.social import load_node_dataset, load_node_graph
 
     if args.edges is not None:
@@ -539,7 +540,7 @@ def _load_cli_data(args):
             delimiter=CLI_DELIMITERS.get(args.delimiter),
             has_header=CLI_HEADERS[args.header or "auto"],
         )
-        return data, args.edges.name
+        return data, file_title(args.edges)
     return load_node_dataset(args.dataset, data_dir=args.data_dir), args.dataset
 
 
