@@ -332,6 +332,16 @@ def test_an_out_folder_that_cannot_be_written_is_refused_before_the_work(
     assert f"--out {out} cannot be written ({read_only}: Read-only" in capsys.readouterr().err
     assert main(["train", "--dataset", "karate", "--epochs", "1", "--no-progress",
                  "--out", str(tmp_path / "k")]) == 0  # fmt: skip
+    # streams, devices and existing writable files are written in place: no probe
+    for stream in ("/dev/stdout", "/dev/fd/1", "/dev/null"):
+        code = main(["predict", "--model", str(tmp_path / "nothing"), "--csv", str(source),
+                     "--out", stream])  # fmt: skip
+        assert code == 2 and "no checkpoint at" in capsys.readouterr().err
+    kept = read_only / "kept.csv"
+    kept.write_text("old")  # a writable file in a folder where no new file can be made
+    code = main(["predict", "--model", str(tmp_path / "nothing"), "--csv", str(source),
+                 "--out", str(kept)])  # fmt: skip
+    assert code == 2 and "no checkpoint at" in capsys.readouterr().err
 
 
 def test_a_tilde_in_a_path_option_is_the_home_folder(tmp_path, capsys, monkeypatch):
@@ -351,9 +361,12 @@ def test_a_tilde_in_a_path_option_is_the_home_folder(tmp_path, capsys, monkeypat
 
 def test_training_with_stderr_closed_still_writes_its_run(tmp_path, capsys, monkeypatch):
     # `graphattn train ... 2>&-` leaves sys.stderr None: tqdm's progress bar crashed
+    import sys
+
     monkeypatch.setattr("sys.stderr", None)
     assert main(["train", "--dataset", "karate", "--epochs", "2", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "metrics.json").is_file()
+    sys.stderr.close()  # main's /dev/null, which the process would keep
 
 
 def test_a_file_name_that_is_not_utf8_is_a_readable_title(tmp_path):

@@ -126,13 +126,25 @@ def test_a_disk_cache_that_fails_while_compiling_is_left_out_with_one_warning(
 def test_numba_with_its_jit_disabled_counts_as_unavailable() -> None:
     # NUMBA_DISABLE_JIT=1 ran the kernels as Python loops: 25 times slower, and the
     # dropout generator's wrapping arithmetic warned of overflows
-    script = "from graphattn.ops.compiled import numba_available; print(numba_available())"
+    script = (
+        "import torch\n"
+        "from graphattn.ops import numba_edge_attention, prepare_edges\n"
+        "from graphattn.ops.compiled import numba_available\n"
+        "print(numba_available())\n"
+        "q = torch.randn(3, 1, 2)\n"
+        "try:\n"
+        "    numba_edge_attention(q, q, q, prepare_edges(torch.tensor([[0], [1]]), 3))\n"
+        "except ValueError as error:\n"
+        "    print(error)\n"
+    )
     env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
     result = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["False"]
+    available, message = result.stdout.splitlines()
+    assert available == "False"
+    assert message.endswith("got torch.float32 on cpu (NUMBA_DISABLE_JIT is set)")
 
 
 def test_a_threading_layer_that_cannot_load_leaves_the_serial_loops(monkeypatch, caplog) -> None:
@@ -157,3 +169,34 @@ def test_a_threading_layer_that_cannot_load_leaves_the_serial_loops(monkeypatch,
     finally:
         torch.set_num_threads(threads)
     assert len(caplog.records) == 1 and "run on one thread" in caplog.records[0].getMessage()
+
+
+def test_two_threads_that_meet_a_failing_cache_both_get_their_results(monkeypatch) -> None:
+    # the second thread's cache error, met after the first had swapped in the uncached
+    # copy, was raised as it was
+    import errno
+    import threading
+
+    import numba.core.caching as caching
+
+    def no_space(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(caching.Cache, "load_overload", lambda self, *args, **kwargs: None)
+    monkeypatch.setattr(caching.Cache, "save_overload", no_space)
+    add = jit(False)(add_one)
+    start, results = threading.Barrier(2), {}
+
+    def call(value) -> None:
+        start.wait()
+        try:
+            results[value] = add(value)
+        except OSError as error:
+            results[value] = error
+
+    threads = [threading.Thread(target=call, args=(value,)) for value in (1, 2.5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == {1: 2, 2.5: 3.5}

@@ -114,7 +114,8 @@ def test_a_single_attribute_name_given_as_a_string_is_refused():
     G = nx.path_graph(3)
     nx.set_node_attributes(G, 1.0, "age")
     with pytest.raises(
-        GraphInputError, match="node_attrs must be a list or tuple of names, got the string 'age'"
+        GraphInputError,
+        match="node_attrs must be an ordered sequence of names .* got the string 'age'",
     ):
         from_networkx(G, node_attrs="age")
     assert from_networkx(G, node_attrs=["age"]).x.shape == (3, 1)
@@ -133,13 +134,14 @@ def test_feature_names_in_a_set_are_refused_their_order_would_change(tmp_path):
     G = nx.path_graph(2)
     nx.set_node_attributes(G, 1.0, "a")
     nx.set_node_attributes(G, 2.0, "b")
-    with pytest.raises(GraphInputError, match="node_attrs must be a list or tuple .* got a set"):
-        from_networkx(G, node_attrs={"a", "b"})
+    for names in ({"a", "b"}, b"ab", 5):  # a bytes' letters were read as names 97, 98
+        with pytest.raises(GraphInputError, match="node_attrs must be an ordered sequence"):
+            from_networkx(G, node_attrs=names)
     assert from_networkx(G, node_attrs=("b", "a")).x.tolist() == [[2.0, 1.0], [2.0, 1.0]]
     edges = write(tmp_path, "e.csv", "a,b\nb,c\n")
     features = write(tmp_path, "f.csv", "id,age,score\na,1,2\nb,3,4\nc,5,6\n")
-    for cols in ({"age", "score"}, "age", frozenset({"age"})):
-        with pytest.raises(GraphInputError, match="feature_cols must be a list or tuple"):
+    for cols in ({"age", "score"}, "age", frozenset({"age"}), b"\x01", 2):
+        with pytest.raises(GraphInputError, match="feature_cols must be an ordered sequence"):
             load_node_graph(edges, features=features, feature_cols=cols)
     data = load_node_graph(edges, features=features, feature_cols=["score", "age"])
     assert data.x.tolist() == [[2.0, 1.0], [4.0, 3.0], [6.0, 5.0]]

@@ -624,19 +624,32 @@ def _check_output_file(path: Path | None, inputs: dict[str, Path] | None = None)
     """Refuse an output file that is a folder, or one of the files the command reads or
     must keep (``inputs``: what it is -> file), before any work is done (it is written
     last)."""
-    from graphattn.train.loop import file_in_the_way, unwritable_folder
+    from graphattn.train.loop import file_in_the_way
 
     if path is not None and path.is_dir():
         raise GraphInputError(f"--out {path} is a folder; name the file to write")
     blocker = None if path is None else file_in_the_way(path.parent)
     if blocker is not None:
         raise GraphInputError(f"--out {path} cannot be written: {blocker} is a file")
-    problem = None if path is None else unwritable_folder(path.parent)
+    problem = None if path is None else _cannot_write(path)
     if problem is not None:
         raise GraphInputError(f"--out {path} cannot be written ({problem})")
     for what, source in (inputs or {}).items():
         if path is not None and path.is_file() and source.is_file() and path.samefile(source):
             raise GraphInputError(f"--out {path} is {what}; name another file to write")
+
+
+def _cannot_write(path: Path) -> str | None:
+    """Why the output file ``path`` cannot be written, or ``None``: an existing file is
+    written in place, a new one is created in its folder; streams and devices are left
+    to ``open``."""
+    from graphattn.train.loop import unwritable_folder
+
+    if str(path).startswith(_STREAMS) or (path.exists() and not path.is_file()):
+        return None
+    if path.is_file():  # access() also reports a read-only mount, to root too
+        return None if os.access(path, os.W_OK) else f"{path}: not writable"
+    return unwritable_folder(path.parent)
 
 
 def _run_files(model: Path) -> dict[str, Path]:

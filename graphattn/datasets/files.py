@@ -45,7 +45,7 @@ def file_title(path: str | Path) -> str:
     """A file's name as text for ``metrics.json`` and plot titles: bytes that are not
     UTF-8 (kept as lone surrogates in the path, which JSON readers and matplotlib
     refuse) become U+FFFD."""
-    return os.fsencode(Path(path).name).decode("utf-8", "replace")
+    return Path(path).name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 class DatasetUnavailableError(FileNotFoundError):

@@ -83,6 +83,7 @@ from graphattn.featurize.graph import (
     encode_labels,
     from_networkx,
     is_missing_label,
+    ordered_names,
     structural_features,
     text_features,
 )
@@ -498,14 +499,7 @@ def _read_node_table(
     """:func:`read_node_features`; ``check_width=False`` when the file's width was
     checked already (a label file read for its text column); ``skip_cols`` are left out
     of the default feature columns (the label column, when the labels are in the file)."""
-    if isinstance(feature_cols, str | set | frozenset):
-        # a string's letters would be read as columns; a set's order changes from one
-        # process to the next, and so would x's columns
-        raise GraphInputError(
-            "feature_cols must be a list or tuple of columns (their order is x's column "
-            f"order), got a {type(feature_cols).__name__}: {feature_cols!r}"
-        )
-    feature_cols = None if feature_cols is None else list(feature_cols)
+    feature_cols = ordered_names("feature_cols", feature_cols)
     named = [c for c in (id_col, text_col, *(feature_cols or ())) if isinstance(c, str)]
     if has_header is None and named:
         has_header = True

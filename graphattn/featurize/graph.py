@@ -254,6 +254,25 @@ def is_missing_label(label: Hashable | None) -> bool:
     return isinstance(label, numbers.Real) and math.isnan(label)
 
 
+def ordered_names(what: str, names: Sequence | None) -> list | None:
+    """``names`` (attribute names or columns) as a list, in their order, which becomes
+    ``x``'s column order; ``GraphInputError`` for a string or bytes (its letters would be
+    read as names), a set (its order changes from one process to the next) or a value
+    that is not a sequence."""
+    if names is None:
+        return None
+    if not isinstance(names, str | bytes | set | frozenset):
+        try:
+            return list(names)
+        except TypeError:
+            pass
+    kind = "the string" if isinstance(names, str) else f"a {type(names).__name__}:"
+    raise GraphInputError(
+        f"{what} must be an ordered sequence of names (a list or tuple; their order is "
+        f"x's column order), got {kind} {names!r}"
+    )
+
+
 def from_networkx(
     G: nx.Graph, node_attrs: Sequence[str] | None = None, label_attr: str | None = None
 ) -> Data:
@@ -285,17 +304,7 @@ def from_networkx(
             infinite, ``1e39``), or one of another length than the first node's; a
             node's ``label_attr`` is not hashable, or is a tensor of more than one value.
     """
-    if isinstance(node_attrs, str):  # its letters would be read as attribute names
-        raise GraphInputError(
-            f"node_attrs must be a list or tuple of names, got the string {node_attrs!r}"
-        )
-    if isinstance(node_attrs, set | frozenset):
-        # a set's order changes from one process to the next, and so would x's columns
-        raise GraphInputError(
-            f"node_attrs must be a list or tuple of names (their order is x's column "
-            f"order), got a {type(node_attrs).__name__}: {node_attrs!r}"
-        )
-    node_attrs = None if node_attrs is None else list(node_attrs)
+    node_attrs = ordered_names("node_attrs", node_attrs)
     if label_attr is not None and label_attr in (node_attrs or ()):
         raise GraphInputError(
             f"label_attr {label_attr!r} is also in node_attrs, and a label is never an "

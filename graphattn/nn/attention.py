@@ -26,6 +26,7 @@ from torch import Tensor, nn
 from graphattn.errors import GraphInputError, check_count, is_real
 from graphattn.nn.edge_features import LinearEdgeEncoding
 from graphattn.ops.attention import SCORES, dense_attention, reference_edge_attention
+from graphattn.ops.compiled import numba_problem
 from graphattn.ops.cost import choose_kernel, choose_mode
 from graphattn.ops.dense import (
     DenseLayout,
@@ -432,9 +433,12 @@ class GraphSelfAttention(nn.Module):
                 "back to the reference kernel"
             )
         if self.kernel == "numba" and not numba_usable(device, dtype):
+            problem = numba_problem()
             raise GraphInputError(
-                "kernel='numba' needs Numba (pip install numba) and float32 or float64 "
-                f"tensors on the CPU, got {dtype} on {device}; use kernel='auto'"
+                "kernel='numba' needs float32 or float64 tensors on the CPU and a usable "
+                f"Numba, got {dtype} on {device}"
+                + (f" ({problem})" if problem else "")
+                + "; use kernel='auto'"
             )
         if edges.num_edges == 0:
             # Every output is zero, tied to q, k and v so that backward reaches the

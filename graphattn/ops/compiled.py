@@ -15,12 +15,13 @@ import functools
 import logging
 import os
 import pickle
+import threading
 from collections.abc import Callable
 from typing import TypeVar
 
 import torch
 
-__all__ = ["DTYPES", "jit", "numba_available", "per_process"]
+__all__ = ["DTYPES", "jit", "numba_available", "numba_problem", "per_process"]
 
 log = logging.getLogger(__name__)
 
@@ -34,21 +35,31 @@ _CACHE_ERRORS = (OSError, pickle.UnpicklingError, EOFError)
 
 
 @functools.cache
-def numba_available() -> bool:
-    """Whether Numba imports and compiles (tried once). ``NUMBA_DISABLE_JIT=1`` counts as
-    unavailable: its plain-Python loops would be about 25 times slower than torch's."""
+def numba_problem() -> str | None:
+    """Why graphattn's compiled code cannot run (tried once), else ``None``.
+    ``NUMBA_DISABLE_JIT=1`` counts: its plain-Python loops would be about 25 times
+    slower than torch's operations, which run instead."""
     try:
         import numba
-    except Exception:  # not installed, or broken against this NumPy: use torch instead
-        return False
-    return not numba.config.DISABLE_JIT
+    except ImportError as error:
+        return f"Numba is not installed (pip install numba): {error}"
+    except Exception as error:  # broken against this NumPy, say
+        return f"Numba does not import: {type(error).__name__}: {error}"
+    return "NUMBA_DISABLE_JIT is set" if numba.config.DISABLE_JIT else None
+
+
+def numba_available() -> bool:
+    """Whether graphattn's compiled code runs (:func:`numba_problem` says why not)."""
+    return numba_problem() is None
 
 
 def jit(parallel: bool, **options) -> Callable:
     """``numba.njit`` with graphattn's settings: ``parallel``, and cached on disk where
     Numba finds a writable place (else compiled anew in each process). Where the cache
     fails when the function compiles (a full disk, a quota, a damaged cache file), the
-    function is compiled without it, with one warning."""
+    function is compiled without it, with one warning. The result is then a plain
+    callable, not a Numba dispatcher: other compiled code cannot call it, and it does not
+    pickle (graphattn's kernels need neither)."""
     from numba import njit
 
     def decorate(function: Callable) -> Callable:
@@ -71,22 +82,25 @@ class _CacheTolerant:
     """
 
     def __init__(self, cached: Callable, uncached: Callable[[], Callable]) -> None:
-        self._function, self._uncached = cached, uncached
-        self._tolerant = True  # until the cache failed once
+        self._cached, self._function, self._uncached = cached, cached, uncached
+        self._swap = threading.Lock()  # two threads may meet the failure at once
         functools.update_wrapper(self, cached.py_func)
 
     def __call__(self, *args):
+        function = self._function
         try:
-            return self._function(*args)
+            return function(*args)
         except _CACHE_ERRORS as error:
-            if not self._tolerant:
+            if function is not self._cached:  # the uncached copy failed: a real error
                 raise
-            log.warning(
-                "Numba's disk cache failed for %s (%s): compiling it without the cache",
-                self.__qualname__,
-                error,
-            )
-            self._function, self._tolerant = self._uncached(), False
+            with self._swap:
+                if self._function is self._cached:
+                    log.warning(
+                        "Numba's disk cache failed for %s (%s): compiling it without the cache",
+                        self.__qualname__,
+                        error,
+                    )
+                    self._function = self._uncached()
             return self._function(*args)
 
 

@@ -50,7 +50,7 @@ from graphattn.ops.attention import (
     reference_edge_attention,
     refuse_double_backward,
 )
-from graphattn.ops.compiled import DTYPES, jit, numba_available, per_process
+from graphattn.ops.compiled import DTYPES, jit, numba_available, numba_problem, per_process
 from graphattn.ops.graph import EdgeSet
 
 __all__ = ["numba_edge_attention", "usable"]
@@ -324,10 +324,10 @@ def numba_edge_attention(
     """
     check_edge_attention_inputs(q, k, v, edges, edge_key, edge_value)
     if not usable(q.device, q.dtype):
+        problem = numba_problem()
         raise ValueError(
-            "the numba kernel needs Numba (pip install numba) and float32 or float64 CPU "
-            f"tensors; got {q.dtype} on {q.device}"
-            + ("" if numba_available() else ", and Numba does not import")
+            "the numba kernel needs float32 or float64 CPU tensors and a usable Numba; "
+            f"got {q.dtype} on {q.device}" + (f" ({problem})" if problem else "")
         )
     scale = default_scale(q.size(-1), scale)
     if edges.num_edges == 0:
