@@ -185,11 +185,11 @@ def dense_memory_bytes(
     ``backward`` (a training step) on the ``explicit`` path, that is everything but
     PyTorch's fused ``scaled_dot_product_attention`` (which runs for dot-product softmax
     scores without edge features or score bias, weights not returned, and a kernel other
-    than ``"reference"``), it counts the
-    gradients too: 6 ``[B, H, L, L]`` tensors, 4 per-pair tensors for edge features and
-    3 for the additive score. Checked against the peak memory growth of a forward and
-    backward pass on CPU (N = 600 and 1200, H = 4, D = 16, float32): 0.78-1.01 of the
-    estimate on the explicit path, 0.24-0.42 on the fused one.
+    than ``"reference"``), it counts the gradients too: 6 ``[B, H, L, L]`` tensors, 4
+    per-pair tensors for edge features and 3 for the additive score. Checked against the
+    peak memory growth of a forward and backward pass on CPU (N = 600 and 1200, H = 4,
+    D = 16, float32): 0.78-1.01 of the estimate on the explicit path, 0.24-0.42 on the
+    fused one.
     """
     pairs = num_graphs * max_nodes * max_nodes
     training = explicit and backward
