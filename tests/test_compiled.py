@@ -18,6 +18,33 @@ def add_one(x):
     return x + 1
 
 
+def run_python(script: str, **env: str) -> str:
+    """The stdout of ``script`` run in a new interpreter with ``env`` added."""
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.fixture
+def full_cache_disk(monkeypatch) -> None:
+    """Numba's disk cache misses, and saving raises ENOSPC (a full disk or a quota)."""
+    import errno
+
+    import numba.core.caching as caching
+
+    def no_space(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(caching.Cache, "load_overload", lambda self, *args, **kwargs: None)
+    monkeypatch.setattr(caching.Cache, "save_overload", no_space)
+
+
 def test_jit_compiles_without_a_writable_cache(monkeypatch) -> None:
     import numba
 
@@ -64,12 +91,7 @@ def test_numba_capped_below_torch_leaves_torch_threads_alone() -> None:
         "assert versions() is True\n"
         "print(torch.get_num_threads())\n"
     )
-    env = {**os.environ, "NUMBA_NUM_THREADS": "1"}
-    result = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["2"]
+    assert run_python(script, NUMBA_NUM_THREADS="1").split() == ["2"]
 
 
 def test_a_second_process_reuses_the_disk_cache(tmp_path) -> None:
@@ -87,33 +109,20 @@ def test_a_second_process_reuses_the_disk_cache(tmp_path) -> None:
         "    q = torch.randn(3, 2, 4, dtype=dtype, requires_grad=True)\n"
         "    numba_edge_attention(q, q, q, edges)[0].sum().backward()\n"
     )
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
     cached = []
     for _ in range(2):
-        result = subprocess.run(
-            [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
-        )
-        assert result.returncode == 0, result.stderr
+        run_python(script, NUMBA_CACHE_DIR=str(tmp_path))
         cached.append(sorted(p.name for p in tmp_path.rglob("*.nbc")))
     assert cached[0], "nothing was cached"
     assert cached[1] == cached[0]
 
 
 def test_a_disk_cache_that_fails_while_compiling_is_left_out_with_one_warning(
-    monkeypatch, caplog
+    full_cache_disk, caplog
 ) -> None:
     # Numba writes its cache as the function first compiles, and raises there on a full
     # disk or a quota (ENOSPC, EDQUOT): the first training step ended with "No space
     # left on device", which pointed at the run folder's disk
-    import errno
-
-    import numba.core.caching as caching
-
-    def no_space(self, *args, **kwargs):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(caching.Cache, "load_overload", lambda self, *args, **kwargs: None)
-    monkeypatch.setattr(caching.Cache, "save_overload", no_space)
     add = jit(False)(add_one)
     with caplog.at_level("WARNING", logger="graphattn.ops.compiled"):
         assert add(1) == 2 and add(2.5) == 3.5  # the second signature compiles uncached
@@ -137,12 +146,7 @@ def test_numba_with_its_jit_disabled_counts_as_unavailable() -> None:
         "except ValueError as error:\n"
         "    print(error)\n"
     )
-    env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
-    result = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    available, message = result.stdout.splitlines()
+    available, message = run_python(script, NUMBA_DISABLE_JIT="1").splitlines()
     assert available == "False"
     assert message.endswith("got torch.float32 on cpu (NUMBA_DISABLE_JIT is set)")
 
@@ -171,19 +175,11 @@ def test_a_threading_layer_that_cannot_load_leaves_the_serial_loops(monkeypatch,
     assert len(caplog.records) == 1 and "run on one thread" in caplog.records[0].getMessage()
 
 
-def test_two_threads_that_meet_a_failing_cache_both_get_their_results(monkeypatch) -> None:
+def test_two_threads_that_meet_a_failing_cache_both_get_their_results(full_cache_disk) -> None:
     # the second thread's cache error, met after the first had swapped in the uncached
     # copy, was raised as it was
-    import errno
     import threading
 
-    import numba.core.caching as caching
-
-    def no_space(self, *args, **kwargs):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(caching.Cache, "load_overload", lambda self, *args, **kwargs: None)
-    monkeypatch.setattr(caching.Cache, "save_overload", no_space)
     add = jit(False)(add_one)
     start, results = threading.Barrier(2), {}
 
