@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from dataclasses import fields
 from pathlib import Path
 
@@ -342,6 +343,12 @@ def test_an_out_folder_that_cannot_be_written_is_refused_before_the_work(
     code = main(["predict", "--model", str(tmp_path / "nothing"), "--csv", str(source),
                  "--out", str(kept)])  # fmt: skip
     assert code == 2 and "no checkpoint at" in capsys.readouterr().err
+    # but replacing its own --csv there needs a new file beside it: refused first
+    code = main(["predict", "--model", str(tmp_path / "nothing"), "--csv", str(kept),
+                 "--out", str(kept)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and f"--out {kept} cannot be written ({read_only}: Read-only" in err
+    assert kept.read_text() == "old"
 
 
 def test_a_tilde_in_a_path_option_is_the_home_folder(tmp_path, capsys, monkeypatch):
@@ -398,3 +405,9 @@ def test_version_says_when_numba_is_installed_but_not_used(capsys, monkeypatch):
     with pytest.raises(SystemExit):
         main(["--version"])
     assert "(not used: NUMBA_DISABLE_JIT is set)" in capsys.readouterr().out
+    # installed but broken against this NumPy: not "not installed"
+    monkeypatch.setitem(sys.modules, "numba", None)
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    out = capsys.readouterr().out
+    assert "(not used: Numba does not import: ModuleNotFoundError: import of numba halted" in out

@@ -151,6 +151,45 @@ def test_numba_with_its_jit_disabled_counts_as_unavailable() -> None:
     assert message.endswith("got torch.float32 on cpu (NUMBA_DISABLE_JIT is set)")
 
 
+def test_numba_that_does_not_import_is_not_called_missing(monkeypatch) -> None:
+    # a Numba too old for the installed NumPy raises ImportError, which was reported as
+    # "Numba is not installed (pip install numba)": the user would install it again
+    import builtins
+
+    from graphattn.ops.compiled import numba_problem
+
+    real_import = builtins.__import__
+
+    def importing(error: Exception):
+        def fake(name, *args, **kwargs):
+            if name == "numba":
+                raise error
+            return real_import(name, *args, **kwargs)
+
+        return fake
+
+    cases = {
+        ImportError("Numba needs NumPy 2.2 or less. Got NumPy 2.3."): (
+            "Numba does not import: ImportError: Numba needs NumPy 2.2 or less. Got NumPy 2.3."
+        ),
+        ModuleNotFoundError("No module named 'llvmlite'", name="llvmlite"): (
+            "Numba does not import: ModuleNotFoundError: No module named 'llvmlite'"
+        ),
+        ModuleNotFoundError("No module named 'numba'", name="numba"): (
+            "Numba is not installed (pip install numba): No module named 'numba'"
+        ),
+    }
+    try:
+        for error, reason in cases.items():
+            numba_problem.cache_clear()
+            with monkeypatch.context() as patch:
+                patch.setattr(builtins, "__import__", importing(error))
+                assert numba_problem() == reason
+    finally:
+        numba_problem.cache_clear()
+    assert numba_problem() is None
+
+
 def test_a_threading_layer_that_cannot_load_leaves_the_serial_loops(monkeypatch, caplog) -> None:
     # NUMBA_THREADING_LAYER=tbb without TBB: "No threading layer could be loaded" ended
     # the run at the first parallel loop

@@ -134,9 +134,12 @@ def test_feature_names_in_a_set_are_refused_their_order_would_change(tmp_path):
     G = nx.path_graph(2)
     nx.set_node_attributes(G, 1.0, "a")
     nx.set_node_attributes(G, 2.0, "b")
-    for names in ({"a", "b"}, b"ab", 5):  # a bytes' letters were read as names 97, 98
+    # a bytes' letters were read as names 97, 98
+    for names in ({"a", "b"}, b"ab", bytearray(b"ab"), memoryview(b"ab"), 5):
         with pytest.raises(GraphInputError, match="node_attrs must be an ordered sequence"):
             from_networkx(G, node_attrs=names)
+    with pytest.raises(GraphInputError, match="got an int: 5$"):
+        from_networkx(G, node_attrs=5)
     assert from_networkx(G, node_attrs=("b", "a")).x.tolist() == [[2.0, 1.0], [2.0, 1.0]]
     edges = write(tmp_path, "e.csv", "a,b\nb,c\n")
     features = write(tmp_path, "f.csv", "id,age,score\na,1,2\nb,3,4\nc,5,6\n")

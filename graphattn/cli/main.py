@@ -374,8 +374,8 @@ def _numba_problem() -> str | None:
     :func:`graphattn.ops.compiled.numba_available`, without importing torch)."""
     try:
         import numba
-    except Exception as error:
-        return f"{type(error).__name__}: {error}"
+    except Exception as error:  # its metadata is installed: the module is missing or broken
+        return f"Numba does not import: {type(error).__name__}: {error}"
     return "NUMBA_DISABLE_JIT is set" if numba.config.DISABLE_JIT else None
 
 
@@ -620,10 +620,12 @@ def _smiles_of_rows(
     return smiles, problems
 
 
-def _check_output_file(path: Path | None, inputs: dict[str, Path] | None = None) -> None:
+def _check_output_file(
+    path: Path | None, inputs: dict[str, Path] | None = None, source: Path | None = None
+) -> None:
     """Refuse an output file that is a folder, or one of the files the command reads or
     must keep (``inputs``: what it is -> file), before any work is done (it is written
-    last)."""
+    last). ``source`` is an input that the output may replace (``predict``'s ``--csv``)."""
     from graphattn.train.loop import file_in_the_way
 
     if path is not None and path.is_dir():
@@ -631,7 +633,7 @@ def _check_output_file(path: Path | None, inputs: dict[str, Path] | None = None)
     blocker = None if path is None else file_in_the_way(path.parent)
     if blocker is not None:
         raise GraphInputError(f"--out {path} cannot be written: {blocker} is a file")
-    problem = None if path is None else _cannot_write(path)
+    problem = None if path is None else _cannot_write(path, source)
     if problem is not None:
         raise GraphInputError(f"--out {path} cannot be written ({problem})")
     for what, source in (inputs or {}).items():
@@ -639,16 +641,21 @@ def _check_output_file(path: Path | None, inputs: dict[str, Path] | None = None)
             raise GraphInputError(f"--out {path} is {what}; name another file to write")
 
 
-def _cannot_write(path: Path) -> str | None:
+def _cannot_write(path: Path, source: Path | None = None) -> str | None:
     """Why the output file ``path`` cannot be written, or ``None``: an existing file is
-    written in place, a new one is created in its folder; streams and devices are left
-    to ``open``."""
+    written in place, a new one is created in its folder, and the ``source`` file itself
+    is replaced by a new file beside it (see :func:`_output`); streams and devices are
+    left to ``open``."""
     from graphattn.train.loop import unwritable_folder
 
     if str(path).startswith(_STREAMS) or (path.exists() and not path.is_file()):
         return None
     if path.is_file():  # access() also reports a read-only mount, to root too
-        return None if os.access(path, os.W_OK) else f"{path}: not writable"
+        if not os.access(path, os.W_OK):
+            return f"{path}: not writable"
+        if source is not None and _same_file(path, source):
+            return unwritable_folder(Path(os.path.realpath(path)).parent)
+        return None
     return unwritable_folder(path.parent)
 
 
@@ -722,7 +729,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         reports_spread,
     )
 
-    _check_output_file(args.out, _run_files(args.model))
+    _check_output_file(args.out, _run_files(args.model), source=args.csv)
     checkpoint = load_molecule_checkpoint(args.model)
     targets = checkpoint["target_cols"]
     header, rows = _read_csv(args.csv, strip=False)  # the output keeps the input's names

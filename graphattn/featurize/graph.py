@@ -256,17 +256,19 @@ def is_missing_label(label: Hashable | None) -> bool:
 
 def ordered_names(what: str, names: Sequence | None) -> list | None:
     """``names`` (attribute names or columns) as a list, in their order, which becomes
-    ``x``'s column order; ``GraphInputError`` for a string or bytes (its letters would be
-    read as names), a set (its order changes from one process to the next) or a value
-    that is not a sequence."""
+    ``x``'s column order; ``GraphInputError`` for a string or bytes-like value (its
+    letters or bytes would be read as names), a set (its order changes from one process
+    to the next) or a value that is not a sequence."""
     if names is None:
         return None
-    if not isinstance(names, str | bytes | set | frozenset):
+    if not isinstance(names, str | bytes | bytearray | memoryview | set | frozenset):
         try:
             return list(names)
         except TypeError:
             pass
-    kind = "the string" if isinstance(names, str) else f"a {type(names).__name__}:"
+    kind_name = type(names).__name__
+    article = "an" if kind_name[0] in "aeiou" else "a"
+    kind = "the string" if isinstance(names, str) else f"{article} {kind_name}:"
     raise GraphInputError(
         f"{what} must be an ordered sequence of names (a list or tuple; their order is "
         f"x's column order), got {kind} {names!r}"

@@ -41,9 +41,11 @@ def numba_problem() -> str | None:
     slower than torch's operations, which run instead."""
     try:
         import numba
-    except ImportError as error:
+    except ModuleNotFoundError as error:
+        if error.name != "numba":  # numba is there, a module it needs is not
+            return f"Numba does not import: {type(error).__name__}: {error}"
         return f"Numba is not installed (pip install numba): {error}"
-    except Exception as error:  # broken against this NumPy, say
+    except Exception as error:  # an ImportError from a NumPy it does not support, say
         return f"Numba does not import: {type(error).__name__}: {error}"
     return "NUMBA_DISABLE_JIT is set" if numba.config.DISABLE_JIT else None
 
