@@ -881,6 +881,21 @@ def test_a_bad_batch_vector_is_named_in_dense_and_auto_mode(mode, batch, message
         make_layer(mode=mode)(x, edge_index, batch=batch)
 
 
+@pytest.mark.parametrize(
+    "batch",
+    [torch.tensor([0.0, 0.0, 1.0, 1.0]), torch.tensor([0, 0, 1, 1], dtype=torch.int16)],
+)
+def test_a_batch_vector_of_a_wrong_type_or_length_is_refused_in_sparse_mode_too(batch):
+    # sparse mode does not read batch, and took any; auto and dense mode refused it
+    x, edge_index = torch.randn(4, 8), torch.tensor([[0, 1, 2, 3], [1, 0, 3, 2]])
+    layer = make_layer(mode="sparse")
+    with pytest.raises(GraphInputError, match=r"batch must be an int64 \(or int32\) tensor"):
+        layer(x, edge_index, batch=batch)
+    with pytest.raises(GraphInputError, match=r"batch must have shape \[N=4\], got \[3\]"):
+        layer(x, edge_index, batch=torch.tensor([0, 0, 1]))
+    assert layer(x, edge_index, batch=torch.tensor([0, 0, 1, 1])).shape[0] == 4
+
+
 def test_auto_mode_attends_over_edges_between_graphs_as_sparse_mode_does():
     x, batch = torch.randn(4, 8), torch.tensor([0, 0, 1, 1])
     edge_index = torch.tensor([[0, 1, 2, 3, 1], [1, 0, 3, 2, 2]])  # 1 -> 2 crosses graphs

@@ -442,6 +442,82 @@ def test_cuda_auto_backend_is_triton_and_deterministic() -> None:
         assert torch.equal(a, b)
 
 
+def test_a_node_whose_one_edge_takes_all_weight_gets_no_query_or_key_gradient() -> None:
+    # the backward subtracted dO.out from dO.v + dO.ev: the two round differently, and at
+    # a weight of exactly 1 dq and dk came out 6e-4 and 1e-3 instead of 0
+    torch.manual_seed(0)
+    edges = prepare_edges(torch.tensor([[0], [0]]), 1, cache=False)
+    q, k, v, ev = (torch.randn(1, 1, 8).mul_(100).requires_grad_() for _ in range(4))
+    out, _ = fused_edge_attention(q, k, v, edges, None, None, ev, backend="cpu")
+    dq, dk = torch.autograd.grad(out.sum(), (q, k))
+    assert not dq.any() and not dk.any()
+
+
+def test_saturated_weights_with_edge_features_give_float32_gradients_of_float64() -> None:
+    # with edge values, the input gradient of a layer over scores of 1e3 was off by 0.095
+    # (largest gradient 0.54); the reference kernel's by 4e-8
+    import copy
+
+    from graphattn.nn import GraphSelfAttention
+
+    generator = torch.Generator().manual_seed(15)
+    edge_index = torch.randint(0, 7, (2, 12), generator=generator)
+    x, edge_attr = torch.randn(7, 6, generator=generator) * 1000, torch.randn(12, 2)
+    torch.manual_seed(15)
+    layer = GraphSelfAttention(6, 8, heads=2, kernel="fused", edge_dim=2)
+
+    def input_grad(layer, x, edge_attr) -> Tensor:
+        x = x.clone().requires_grad_()
+        out = layer(x, edge_index, edge_attr)
+        weights = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
+        return torch.autograd.grad((out * weights).sum(), x)[0]
+
+    exact = input_grad(copy.deepcopy(layer).double(), x.double(), edge_attr.double())
+    assert exact.abs().max() > 0.1
+    torch.testing.assert_close(input_grad(layer, x, edge_attr).double(), exact, atol=1e-6, rtol=0)
+
+
+def test_recomputed_weights_sum_to_one_at_large_scores() -> None:
+    # the memory-lean path took exp(s - lse) with the kernel's lse, which rounds at the
+    # size of the scores: rows missed 1 by 2e-4 (the reference kernel's by 1e-7)
+    torch.manual_seed(0)
+    n = 200
+    edges = prepare_edges(torch.randint(0, n, (2, 3000)), n, cache=False)
+    q, k, v = (torch.randn(n, 4, 16) * 10 for _ in range(3))
+    _, lse = fused_edge_attention(q, k, v, edges, backend="cpu")
+    alpha = edge_attention_weights(q, k, edges, lse)  # nothing needs grad: the lean path
+    rows = torch.zeros(n, 4).index_add_(0, edges.dst, alpha)
+    has_edges = edges.in_degree() > 0
+    torch.testing.assert_close(rows[has_edges], torch.ones_like(rows[has_edges]), atol=1e-6, rtol=0)
+    _, expected = reference_edge_attention(q.double(), k.double(), v.double(), edges)
+    torch.testing.assert_close(alpha.double(), expected, atol=1e-4, rtol=0)
+
+
+def test_float64_inputs_do_not_go_to_the_float32_triton_kernels(monkeypatch) -> None:
+    # a float64 layer on CUDA ran the Triton kernels, which load everything as float32:
+    # outputs 2e-7 off, and gradcheck failed
+    from graphattn.ops import fused
+
+    monkeypatch.setattr(fused, "_has_triton", lambda: True)
+    cuda = torch.device("cuda")
+    assert fused._select_backend("auto", cuda, torch.float32) == "triton"
+    assert fused._select_backend("auto", cuda, torch.float16) == "triton"
+    assert fused._select_backend("auto", cuda, torch.float64) == "cpu"
+    q = torch.randn(3, 2, 4, dtype=torch.float64)
+    edges = prepare_edges(torch.tensor([[0, 1, 2], [1, 2, 0]]), 3)
+    with pytest.raises(ValueError, match="backend='triton' computes in float32 and would round"):
+        fused_edge_attention(q, q, q, edges, backend="triton")
+
+
+def test_queries_without_features_are_refused_by_name() -> None:
+    # default_scale divided by sqrt(0): a bare ZeroDivisionError
+    edges = prepare_edges(torch.tensor([[0, 1], [1, 0]]), 2)
+    q = torch.randn(2, 1, 0)
+    for attention in (fused_edge_attention, reference_edge_attention):
+        with pytest.raises(ValueError, match="head dimension of at least 1, got 0"):
+            attention(q, q, q, edges)
+
+
 def test_triton_backend_without_triton_says_what_to_install(monkeypatch) -> None:
     from graphattn.ops import fused
 

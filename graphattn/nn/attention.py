@@ -42,6 +42,7 @@ from graphattn.ops.graph import (
     ATTEND,
     EdgeSet,
     prepare_edges,
+    validate_batch,
     validate_node_features,
 )
 from graphattn.ops.numba_attention import numba_edge_attention
@@ -354,6 +355,8 @@ class GraphSelfAttention(nn.Module):
         """
         plain_edge_attr = edge_attr if isinstance(edge_attr, Tensor) else None
         validate_node_features(x, self.in_channels, plain_edge_attr)
+        if batch is not None:  # sparse mode does not read it, but a wrong one is a mistake
+            validate_batch(batch, x.size(0), check_ids=False)
         edges = self.allowed_edges(edge_index, x.size(0), batch)
         edge_terms = self._edge_terms(edges, edge_attr)
         q, k, v = self._project(x)

@@ -16,8 +16,8 @@ terms, which are inputs anyway). The backward recomputes the weights from ``lse`
 as FlashAttention does:
 
 .. math::
-    \delta_i = dO_i \cdot o_i - d\ell_i, \quad
     dp_e = dO_i \cdot (v_j + ev_e), \quad
+    \delta_i = \sum_{e \to i} \alpha_e dp_e - d\ell_i, \quad
     ds_e = \alpha_e (dp_e - \delta_i)
 
     dq_i = \text{scale} \sum_{e \to i} ds_e (k_j + ek_e), \quad
@@ -39,7 +39,13 @@ Two backends:
   ``edges.cache``. Looping over heads keeps every temporary at ``[E]`` or ``[N, D]``
   and costs no speed: a block-diagonal ``[H N, H N]`` batching of the heads measured
   the same time and needed ~1.5x the memory.
-- ``"triton"`` (CUDA): the kernels of :mod:`graphattn.ops.triton_attention`.
+- ``"triton"`` (CUDA): the kernels of :mod:`graphattn.ops.triton_attention`. They
+  compute in float32 (half-precision inputs too), so float64 inputs go to ``"cpu"``.
+
+(:math:`\sum_e \alpha_e dp_e` equals FlashAttention's :math:`dO_i \cdot o_i`; the CPU
+backend sums it from the same :math:`dp_e` that :math:`ds_e` subtracts it from: ``dp_e``
+is summed there in two parts, ``v`` and ``ev``, which round otherwise than ``o_i``, and
+where one edge takes nearly all the weight, :math:`dp_e - \delta_i` must cancel.)
 """
 
 from __future__ import annotations
@@ -196,17 +202,23 @@ def _scores(ops: _HeadOps, out: Tensor, q, k, edge_key, scale: float) -> Tensor:
     return out
 
 
+def _softmax_(ops: _HeadOps, scores: Tensor) -> Tensor:
+    """Turn ``[E]`` scores into each target's softmax weights, in place; return the
+    targets' ``[N]`` log-sum-exp (``-inf`` for a node without edges)."""
+    peak = ops.segment(scores, "max")
+    scores.sub_(ops.at_targets(peak)).exp_()
+    total = ops.segment(scores, "sum")
+    scores.div_(ops.at_targets(total))
+    return peak.add_(total.log_())  # -inf + log(0) = -inf for nodes without edges
+
+
 def _forward_head(ops: _HeadOps, weights: Tensor, q, k, v, edge_key, edge_value, scale):
     """``(out [N, D], lse [N])`` of one head; ``weights`` is ``[E]`` scratch."""
-    _scores(ops, weights, q, k, edge_key, scale)
-    peak = ops.segment(weights, "max")
-    weights.sub_(ops.at_targets(peak)).exp_()
-    total = ops.segment(weights, "sum")
-    weights.div_(ops.at_targets(total))
+    lse = _softmax_(ops, _scores(ops, weights, q, k, edge_key, scale))
     out = ops.spmm(weights, v)
     if edge_value is not None:
         out += ops.segment(weights.unsqueeze(1) * edge_value, "sum")
-    return out, peak.add_(total.log_())  # -inf + log(0) = -inf for nodes without edges
+    return out, lse
 
 
 def _cpu_forward(
@@ -229,7 +241,7 @@ def _cpu_forward(
 
 
 def _backward_head(
-    ops: _HeadOps, alpha: Tensor, ds: Tensor, inputs, grads, grad_out, lse, delta, scale: float
+    ops: _HeadOps, alpha: Tensor, ds: Tensor, inputs, grads, grad_out, lse, grad_lse, scale: float
 ) -> None:
     """Write one head's gradients into ``grads`` (views, or None where not needed).
 
@@ -242,6 +254,7 @@ def _backward_head(
     ops.sddmm(ds, grad_out, v)  # dp, turned into ds in place
     if edge_value is not None:
         ds += ops.edge_dot(grad_out, edge_value)
+    delta = ops.segment(alpha * ds, "sum").sub_(grad_lse)  # from this dp: see the module
     ds.sub_(ops.at_targets(delta)).mul_(alpha)
 
     if dv is not None:
@@ -267,15 +280,14 @@ def _cpu_backward(
     scale: float,
     needs: tuple[bool, ...],
 ) -> Grads:
-    q, k, v, edge_key, edge_value, out, lse = saved
+    q, k, v, edge_key, edge_value, _out, lse = saved
     ops = _HeadOps(_graph_csr(edges), q, edge_scratch=2)
     alpha, ds = ops.scratch
-    delta = torch.linalg.vecdot(grad_out, out) - grad_lse
     inputs = (q, k, v, edge_key, edge_value)
     grads = [torch.empty_like(t) if need else None for t, need in zip(inputs, needs, strict=True)]
     for h in range(q.size(1)):
         head_inputs, head_grads = [_head(t, h) for t in inputs], [_head(t, h) for t in grads]
-        args = (grad_out[:, h], lse[:, h], delta[:, h], scale)
+        args = (grad_out[:, h], lse[:, h], grad_lse[:, h], scale)
         _backward_head(ops, alpha, ds, head_inputs, head_grads, *args)
     return tuple(grads)
 
@@ -319,12 +331,18 @@ def _triton_kernels():
     return triton_attention
 
 
-def _select_backend(backend: str, device: torch.device) -> str:
+def _select_backend(backend: str, device: torch.device, dtype: torch.dtype) -> str:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    wide = dtype == torch.float64  # the Triton kernels compute in float32
     if backend == "auto":
-        return "triton" if device.type == "cuda" and _has_triton() else "cpu"
+        return "triton" if device.type == "cuda" and _has_triton() and not wide else "cpu"
     if backend == "triton":
+        if wide:
+            raise ValueError(
+                "backend='triton' computes in float32 and would round float64 inputs; "
+                "use backend='auto' or 'cpu' (torch operations, on any device)"
+            )
         if not _has_triton():
             raise RuntimeError(
                 "backend='triton' needs the triton package: pip install 'graphattn[cuda]'"
@@ -378,9 +396,10 @@ def fused_edge_attention(
         scale: score scale; default :math:`1/\sqrt{D}`.
         edge_key: optional ``[E, H, D]`` added to the key of each edge.
         edge_value: optional ``[E, H, D]`` added to the value of each edge.
-        backend: ``"auto"`` (Triton for CUDA tensors when available, else ``"cpu"``),
-            ``"cpu"`` (torch.sparse, one head at a time) or ``"triton"`` (CUDA, or CPU
-            under ``TRITON_INTERPRET=1``).
+        backend: ``"auto"`` (Triton for CUDA tensors of at most 32 bits when available,
+            else ``"cpu"``), ``"cpu"`` (torch.sparse, one head at a time, on any device)
+            or ``"triton"`` (CUDA, or CPU under ``TRITON_INTERPRET=1``; computes in
+            float32, so float64 inputs are refused).
 
     Returns:
         ``(out [N, H, D], lse [N, H])``: the attention output and the log-sum-exp of each
@@ -389,7 +408,7 @@ def fused_edge_attention(
     """
     check_edge_attention_inputs(q, k, v, edges, edge_key, edge_value)
     scale = default_scale(q.size(-1), scale)
-    backend = _select_backend(backend, q.device)
+    backend = _select_backend(backend, q.device, q.dtype)
     if edges.num_edges == 0:
         # All zeros, but tied to q, k and v so that backward reaches them.
         out, _ = reference_edge_attention(q, k, v, edges, scale, edge_key, edge_value)
@@ -411,9 +430,10 @@ def edge_attention_weights(
     Args:
         q, k: ``[N, H, D]`` as given to :func:`fused_edge_attention`.
         edges: the same edge set.
-        lse: ``[N, H]`` the log-sum-exp returned by :func:`fused_edge_attention`: the
-            memory-lean path computes :math:`\exp(s_e - \ell_i)` from it; the
-            differentiable path normalises its own scores and takes only its dtype.
+        lse: ``[N, H]`` the log-sum-exp returned by :func:`fused_edge_attention`. Only
+            its shape and dtype are used: both paths normalise the scores they compute
+            afresh (their rounding differs from the kernel's, and at scores of 100 and
+            more :math:`\exp(s_e - \ell_i)` missed a row sum of 1 by 1e-4 to 10%).
         scale, edge_key: as given to :func:`fused_edge_attention`.
 
     Returns:
@@ -443,16 +463,12 @@ def edge_attention_weights(
         if edge_key is not None:
             keys = keys + edge_key.to(wide)
         scores = torch.linalg.vecdot(q[dst].to(wide) * scale, keys)
-        # Normalised afresh, not with the kernel's lse: these scores round differently
-        # from the kernel's, and at scores of 1e3 and more exp(s - lse) then missed a
-        # row sum of 1 by up to 10%.
         return segment_softmax(scores, dst, edges.num_nodes).to(q.dtype)
     dtype, heads = _compute_dtype(q.dtype), q.size(1)
-    cast = [None if t is None else t.to(dtype) for t in (q, k, lse, edge_key)]
+    cast = [None if t is None else t.to(dtype) for t in (q, k, edge_key)]
     ops = _HeadOps(_graph_csr(edges), cast[0], edge_scratch=0)
     weights = cast[0].new_empty((heads, edges.num_edges))
     for h in range(heads):
-        q_h, k_h, lse_h, edge_key_h = (_head(t, h) for t in cast)
-        _scores(ops, weights[h], q_h, k_h, edge_key_h, scale)
-        weights[h].sub_(ops.at_targets(lse_h)).exp_()
+        q_h, k_h, edge_key_h = (_head(t, h) for t in cast)
+        _softmax_(ops, _scores(ops, weights[h], q_h, k_h, edge_key_h, scale))
     return weights.t().contiguous().to(q.dtype)
