@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from dataclasses import fields
@@ -411,3 +412,51 @@ def test_version_says_when_numba_is_installed_but_not_used(capsys, monkeypatch):
         main(["--version"])
     out = capsys.readouterr().out
     assert "(not used: Numba does not import: ModuleNotFoundError: import of numba halted" in out
+
+
+def test_an_out_file_that_is_not_writable_is_refused_before_the_work(tmp_path, capsys, monkeypatch):
+    source, kept = tmp_path / "m.csv", tmp_path / "kept.csv"
+    source.write_text("smiles\nCCO\n")
+    kept.write_text("old")
+    real = os.access  # root ignores chmod 0o444: what access() says of the file is patched
+
+    def access(path, mode, **kwargs):
+        return not (Path(path) == kept and mode == os.W_OK) and real(path, mode, **kwargs)
+
+    monkeypatch.setattr(os, "access", access)
+    code = main(["predict", "--model", str(tmp_path / "nothing"), "--csv", str(source),
+                 "--out", str(kept)])  # fmt: skip
+    assert code == 2
+    assert f"--out {kept} cannot be written ({kept}: not writable)" in capsys.readouterr().err
+
+
+def test_streams_and_devices_are_not_probed_for_a_new_file(tmp_path, capsys, monkeypatch):
+    # /dev takes no new file (but from root): probing it refused --out /dev/null
+    import tempfile
+
+    probed, real = [], tempfile.TemporaryFile
+
+    def probe(*args, dir=None, **kwargs):
+        probed.append(dir)
+        return real(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", probe)
+    source = tmp_path / "m.csv"
+    source.write_text("smiles\nCCO\n")
+    for stream in ("/dev/stdout", "/dev/fd/1", "/dev/null"):
+        code = main(["predict", "--model", str(tmp_path / "nothing"), "--csv", str(source),
+                     "--out", stream])  # fmt: skip
+        assert code == 2 and "no checkpoint at" in capsys.readouterr().err
+    assert probed == []
+
+
+def test_a_molecule_csv_name_that_is_not_utf8_is_a_readable_title(tmp_path):
+    source = tmp_path / os.fsdecode(b"mols_\xe9.csv")
+    source.write_text("smiles,y\n" + "".join(f"{'C' * n}O,{n}\n" for n in range(1, 13)))
+    out = tmp_path / "run"
+    code = main(["train", "--csv", str(source), "--target-col", "y", "--epochs", "1",
+                 "--hidden", "16", "--layers", "1", "--no-progress",
+                 "--out", str(out)])  # fmt: skip
+    assert code == 0
+    metrics = (out / "metrics.json").read_text(encoding="utf-8")
+    assert json.loads(metrics)["dataset"] == "mols_\ufffd.csv"

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -235,3 +237,33 @@ def test_two_threads_that_meet_a_failing_cache_both_get_their_results(full_cache
     for thread in threads:
         thread.join()
     assert results == {1: 2, 2.5: 3.5}
+
+
+@pytest.mark.parametrize(
+    "error",
+    [EOFError("Ran out of input"), pickle.UnpicklingError("invalid load key, '\\x00'.")],
+    ids=["truncated", "overwritten"],
+)
+def test_a_damaged_disk_cache_index_is_left_out(monkeypatch, error) -> None:
+    # a truncated or overwritten index file raises these, not OSError, as it is read
+    import numba.core.caching as caching
+
+    def damaged(self, *args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(caching.Cache, "load_overload", damaged)
+    assert jit(False)(add_one)(1) == 2
+
+
+def count_and_fail(calls):
+    calls[0] += 1
+    raise OSError("not a cache error")
+
+
+def test_an_error_of_the_uncached_copy_is_raised_without_running_it_again(full_cache_disk):
+    fail, calls = jit(False)(count_and_fail), np.zeros(1)
+    with pytest.raises(OSError):
+        fail(calls)  # the cached copy fails on the full disk; the uncached one runs
+    with pytest.raises(OSError, match="not a cache error"):
+        fail(calls)
+    assert calls[0] == 2  # once per call: a function's own error is not retried

@@ -174,3 +174,22 @@ def test_each_generator_is_the_one_in_use(mask_generator: str, monkeypatch) -> N
     )
     dropout(torch.ones(10), 0.5)
     assert len(calls) == (mask_generator == "numba")
+
+
+def test_the_compiled_mask_is_the_documented_splitmix64_stream(monkeypatch, mask_generator):
+    # pins the words and the tail: 69c8fb4 rewrote the loop that makes them
+    if mask_generator != "numba":
+        pytest.skip("the torch generator's masks are torch's")
+    seed, word_mask = 0x0123456789ABCDEF, 2**64 - 1
+    monkeypatch.setattr(dropout_module, "_random_words", lambda count: torch.tensor([seed]))
+
+    def word(w: int) -> int:
+        z = (seed + (w + 1) * 0x9E3779B97F4A7C15) & word_mask
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & word_mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & word_mask
+        return z ^ (z >> 31)
+
+    n = 11  # two whole words of four 16-bit uniforms, and a tail of three
+    uniforms = [(word(i // 4) >> (16 * (i % 4))) & 0xFFFF for i in range(n)]
+    expected = [2.0 if u >= 2**15 else 0.0 for u in uniforms]
+    assert keep_mask((n,), 0.5, torch.float64).tolist() == expected

@@ -113,6 +113,8 @@ def test_known_labels_enter_the_model_one_hot_with_zeros_where_unknown():
         # the layers' widths come from hidden: passed twice they were a TypeError
         (lambda: small_config(attention={"out_channels": 128}), "['out_channels']"),
         (lambda: NodeModelConfig(5, 3, attention={"in_channels": 64}), "['in_channels']"),
+        (lambda: small_config(attention={"in_channels": 16}), "['in_channels']"),
+        (lambda: NodeModelConfig(5, 3, attention={"out_channels": 64}), "['out_channels']"),
     ],
 )
 def test_attention_options_that_the_config_sets_itself_are_refused(make, taken):

@@ -1221,3 +1221,34 @@ def test_labels_spelled_like_a_missing_value_are_warned_about(tmp_path, caplog):
     labels = read_labels(path)
     assert labels == {"0": "a", "1": "NA", "2": "b", "3": "nan", "4": "NA"}  # still classes
     assert "3 node(s) have the label 'NA' or 'nan', which is read as a class" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("src", "dst", "num_nodes", "message"),
+    [
+        ([0, 3], [1, 0], 3, "edge 1: 3 -> 0 is not an edge between node ids 0..2"),
+        ([[0, 1]], [[1, 0]], 3, "src must be a 1-D integer tensor of node ids"),
+        ([0, 1], [1, 0], 2.5, "num_nodes must be an integer >= 0, got 2.5"),
+        ([0, 1], [1, 0], -1, "num_nodes must be an integer >= 0, got -1"),
+    ],
+)
+def test_edges_from_pairs_names_ids_at_the_boundary_and_bad_shapes(src, dst, num_nodes, message):
+    from graphattn.featurize.graph import edges_from_pairs
+
+    with pytest.raises(GraphInputError, match=re.escape(message)):
+        edges_from_pairs(torch.tensor(src), torch.tensor(dst), num_nodes)
+
+
+def test_an_empty_tensor_label_is_named():
+    from graphattn.featurize.graph import encode_labels
+
+    with pytest.raises(GraphInputError, match=r"position 1: the label is a tensor of shape \[0\]"):
+        encode_labels([torch.tensor(1), torch.tensor([]), torch.tensor(0)])
+
+
+def test_a_negative_predicted_class_is_refused_not_read_as_the_last_class():
+    G = nx.path_graph(3)
+    nx.set_node_attributes(G, {0: "a", 1: "b", 2: "a"}, "cls")
+    data = from_networkx(G, label_attr="cls")
+    with pytest.raises(GraphInputError, match=r"classes -1..1, but data.label_names has"):
+        to_networkx(data, predictions=torch.tensor([-1, 0, 1]))

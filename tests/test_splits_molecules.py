@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rdkit import Chem
@@ -231,3 +232,14 @@ def test_stereoisomers_share_a_scaffold_and_a_part() -> None:
         split = scaffold_split(molecules, (0.5, 0.25, 0.25), seed=seed)
         part_of = {i: name for name, rows in split.items() for i in rows}
         assert part_of[0] == part_of[1], seed
+
+
+def test_split_sizes_of_a_0d_tensor_or_array_are_those_of_the_int():
+    # a 0-d tensor was computed in float32: 123456789 split into sizes summing to 123456790
+    n = 123456789
+    assert split_sizes(torch.tensor(n)) == split_sizes(np.array(n)) == split_sizes(n)
+
+    def parts(count) -> dict:
+        return {name: part.tolist() for name, part in random_split(count, seed=3).items()}
+
+    assert parts(np.array(10)) == parts(torch.tensor(10)) == parts(10)

@@ -1852,3 +1852,23 @@ def test_batch_norm_refuses_a_training_batch_of_one_atom_by_row(tmp_path):
     # torch raised "Expected more than 1 value per channel" mid-training; two per batch train
     metrics = train_molecule_model(dataset, replace(config, batch_size=2), progress=False)
     assert np.isfinite(metrics["train"]["rmse"])
+
+
+def test_predictions_csv_rows_are_data_rows_when_the_first_row_is_skipped(tmp_path):
+    # with the skipped row after the test molecules, index and row number coincided
+    source = tmp_path / "m.csv"
+    source.write_text("smiles,y\nbad(,0\n" + "".join(f"{'C' * n}O,{n}\n" for n in range(1, 21)))
+    run = tmp_path / "run"
+    train_molecule_model(MoleculeCSV(source, target_cols=["y"]), tiny_config(), run, progress=False)
+    split = json.loads((run / "split.json").read_text())
+    with open(run / "predictions.csv", encoding="utf-8") as handle:
+        rows = [int(row["row"]) for row in csv.DictReader(handle)]
+    assert rows == [i + 1 for i in split["test"]]  # data rows, past the skipped row 0
+
+
+def test_an_empty_plain_list_clears_an_earlier_run_in_its_folder(tmp_path):
+    run = tmp_path / "run"
+    train_molecule_model(plain_molecules(), tiny_config(), run_dir=run, progress=False)
+    with pytest.raises(GraphInputError, match="the data set has no data rows"):
+        train_molecule_model(Molecules(), tiny_config(), run_dir=run, progress=False)
+    assert sorted(path.name for path in run.iterdir()) == ["skipped.csv"]  # no old model.pt
