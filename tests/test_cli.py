@@ -348,7 +348,11 @@ def test_an_out_folder_that_cannot_be_written_is_refused_before_the_work(
     code = main(["predict", "--model", str(tmp_path / "nothing"), "--csv", str(kept),
                  "--out", str(kept)])  # fmt: skip
     err = capsys.readouterr().err
-    assert code == 2 and f"--out {kept} cannot be written ({read_only}: Read-only" in err
+    assert code == 2
+    assert (
+        f"--out {kept} cannot be written (writing over its own --csv needs a new file in "
+        f"{read_only}: Read-only file system)" in err
+    )
     assert kept.read_text() == "old"
 
 

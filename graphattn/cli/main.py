@@ -654,7 +654,9 @@ def _cannot_write(path: Path, source: Path | None = None) -> str | None:
         if not os.access(path, os.W_OK):
             return f"{path}: not writable"
         if source is not None and _same_file(path, source):
-            return unwritable_folder(Path(os.path.realpath(path)).parent)
+            problem = unwritable_folder(Path(os.path.realpath(path)).parent)
+            if problem is not None:
+                return f"writing over its own --csv needs a new file in {problem}"
         return None
     return unwritable_folder(path.parent)
 

@@ -17,7 +17,7 @@ as FlashAttention does:
 
 .. math::
     dp_e = dO_i \cdot (v_j + ev_e), \quad
-    \delta_i = \sum_{e \to i} \alpha_e dp_e - d\ell_i, \quad
+    \delta_i = \sum_{e \to i} \alpha_e dp_e - d\ell_i \;(= dO_i \cdot o_i - d\ell_i), \quad
     ds_e = \alpha_e (dp_e - \delta_i)
 
     dq_i = \text{scale} \sum_{e \to i} ds_e (k_j + ek_e), \quad
@@ -28,7 +28,8 @@ as FlashAttention does:
 
 Two backends:
 
-- ``"cpu"`` (for CPU tensors; device-generic torch ops, but only tested on CPU): sparse
+- ``"cpu"`` (for CPU tensors, and float64 ones on CUDA; device-generic torch ops, but
+  only tested on CPU): sparse
   matrix products from ``torch.sparse``, one head at a time. Per head, one SDDMM
   (``torch.sparse.sampled_addmm`` on the CSR pattern, in place) gives the scores and one
   SpMM (``torch.sparse.mm``, MKL on CPU) each weighted neighbour sum; sums over a
@@ -42,10 +43,12 @@ Two backends:
 - ``"triton"`` (CUDA): the kernels of :mod:`graphattn.ops.triton_attention`. They
   compute in float32 (half-precision inputs too), so float64 inputs go to ``"cpu"``.
 
-(:math:`\sum_e \alpha_e dp_e` equals FlashAttention's :math:`dO_i \cdot o_i`; the CPU
-backend sums it from the same :math:`dp_e` that :math:`ds_e` subtracts it from: ``dp_e``
-is summed there in two parts, ``v`` and ``ev``, which round otherwise than ``o_i``, and
-where one edge takes nearly all the weight, :math:`dp_e - \delta_i` must cancel.)
+The Triton backward takes :math:`\delta_i` as FlashAttention does, from :math:`dO_i \cdot
+o_i`. The CPU backend sums it from the same :math:`dp_e` that :math:`ds_e` subtracts it
+from, divided by the recomputed weights' sum (1 but for ``lse``'s rounding): its
+:math:`dp_e` comes in two parts, ``v`` and ``ev``, which round otherwise than
+:math:`o_i`, and :math:`dp_e - \delta_i` must cancel where one edge takes nearly all the
+weight, or where tied edges share it.
 """
 
 from __future__ import annotations
@@ -254,7 +257,9 @@ def _backward_head(
     ops.sddmm(ds, grad_out, v)  # dp, turned into ds in place
     if edge_value is not None:
         ds += ops.edge_dot(grad_out, edge_value)
-    delta = ops.segment(alpha * ds, "sum").sub_(grad_lse)  # from this dp: see the module
+    total = ops.segment(alpha, "sum")  # 1 but for lse's rounding; 0 without edges (unread)
+    weighted = torch.mul(alpha, ds, out=ops.edges)
+    delta = ops.segment(weighted, "sum").div_(total).sub_(grad_lse)  # see the module
     ds.sub_(ops.at_targets(delta)).mul_(alpha)
 
     if dv is not None:
@@ -453,7 +458,7 @@ def edge_attention_weights(
     if edges.num_edges == 0:
         return q.new_zeros((0, q.size(1)))
     src, dst = edges.edge_index
-    inputs = (q, k, lse, edge_key)
+    inputs = (q, k, edge_key)  # lse's value is not used: no gradient reaches it
     needs_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in inputs)
     if needs_grad or q.device.type != "cpu":
         # Scores in lse's dtype (float32 for half inputs), as the kernel computed them:
