@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import csv
 import logging
 import re
@@ -135,7 +136,8 @@ def test_feature_names_in_a_set_are_refused_their_order_would_change(tmp_path):
     nx.set_node_attributes(G, 1.0, "a")
     nx.set_node_attributes(G, 2.0, "b")
     # a bytes' letters were read as names 97, 98
-    for names in ({"a", "b"}, b"ab", bytearray(b"ab"), memoryview(b"ab"), 5):
+    byte_likes = (b"ab", bytearray(b"ab"), memoryview(b"ab"), array.array("b", b"ab"))
+    for names in ({"a", "b"}, *byte_likes, 5):
         with pytest.raises(GraphInputError, match="node_attrs must be an ordered sequence"):
             from_networkx(G, node_attrs=names)
     with pytest.raises(GraphInputError, match="got an int: 5$"):

@@ -12,6 +12,7 @@ themselves) and counted in a :class:`GraphReport`, and a warning is logged.
 
 from __future__ import annotations
 
+import array
 import logging
 import math
 import numbers
@@ -256,12 +257,13 @@ def is_missing_label(label: Hashable | None) -> bool:
 
 def ordered_names(what: str, names: Sequence | None) -> list | None:
     """``names`` (attribute names or columns) as a list, in their order, which becomes
-    ``x``'s column order; ``GraphInputError`` for a string or bytes-like value (its
-    letters or bytes would be read as names), a set (its order changes from one process
-    to the next) or a value that is not a sequence."""
+    ``x``'s column order; ``GraphInputError`` for a string, a bytes-like value or an
+    ``array.array`` (its letters, bytes or numbers would be read as names), a set (its
+    order changes from one process to the next) or a value that is not a sequence."""
     if names is None:
         return None
-    if not isinstance(names, str | bytes | bytearray | memoryview | set | frozenset):
+    refused = str | bytes | bytearray | memoryview | array.array | set | frozenset
+    if not isinstance(names, refused):
         try:
             return list(names)
         except TypeError:
