@@ -29,13 +29,12 @@ as FlashAttention does:
 Two backends:
 
 - ``"cpu"`` (for CPU tensors, and float64 ones on CUDA; device-generic torch ops, but
-  only tested on CPU): sparse
-  matrix products from ``torch.sparse``, one head at a time. Per head, one SDDMM
-  (``torch.sparse.sampled_addmm`` on the CSR pattern, in place) gives the scores and one
-  SpMM (``torch.sparse.mm``, MKL on CPU) each weighted neighbour sum; sums over a
-  source's targets (``dk``, ``dv``) use the CSR of the transpose, whose values are a
-  fixed permutation of the edge values. Softmax statistics use
-  ``torch.segment_reduce`` over the CSR row pointer (much faster than
+  only tested on CPU): sparse matrix products from ``torch.sparse``, one head at a
+  time. Per head, one SDDMM (``torch.sparse.sampled_addmm`` on the CSR pattern, in
+  place) gives the scores and one SpMM (``torch.sparse.mm``, MKL on CPU) each weighted
+  neighbour sum; sums over a source's targets (``dk``, ``dv``) use the CSR of the
+  transpose, whose values are a fixed permutation of the edge values. Softmax
+  statistics use ``torch.segment_reduce`` over the CSR row pointer (much faster than
   ``scatter_reduce``). The index structures are built once per edge set and kept in
   ``edges.cache``. Looping over heads keeps every temporary at ``[E]`` or ``[N, D]``
   and costs no speed: a block-diagonal ``[H N, H N]`` batching of the heads measured
