@@ -7,7 +7,8 @@ list (``rdkit.Chem.Descriptors.descList``). Values are compressed with a signed
 ``log1p`` (some descriptors span many orders of magnitude); failed or non-finite
 values become 0. Models standardise them with training-set statistics. ``Ipc`` and
 ``AvgIpc`` come from :func:`_information_content`, which is faster than RDKit's on large
-molecules.
+molecules, and the four partial-charge descriptors from :func:`_partial_charge_extremes`,
+which do not depend on the atom order.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import contextlib
 
 import numpy as np
 from rdkit import Chem, rdBase
-from rdkit.Chem import Descriptors
+from rdkit.Chem import Descriptors, rdPartialCharges
 from rdkit.ML.InfoTheory import entropy
 from scipy import sparse
 
@@ -25,13 +26,27 @@ __all__ = ["DESCRIPTOR_NAMES", "molecule_descriptors"]
 DESCRIPTOR_NAMES: tuple[str, ...] = tuple(name for name, _ in Descriptors.descList)
 # Ipc and AvgIpc are computed together, by _information_content.
 _INFORMATION_CONTENT = ("Ipc", "AvgIpc")
+# Computed together, by _partial_charge_extremes, in this order.
+_PARTIAL_CHARGES = (
+    "MaxPartialCharge",
+    "MinPartialCharge",
+    "MaxAbsPartialCharge",
+    "MinAbsPartialCharge",
+)
 _OTHERS = tuple(
-    (i, fn) for i, (name, fn) in enumerate(Descriptors.descList) if name not in _INFORMATION_CONTENT
+    (i, fn)
+    for i, (name, fn) in enumerate(Descriptors.descList)
+    if name not in _INFORMATION_CONTENT + _PARTIAL_CHARGES
 )
 # their columns, or None in an RDKit whose list lacks them
 _IPC_COLUMNS = (
     tuple(DESCRIPTOR_NAMES.index(name) for name in _INFORMATION_CONTENT)
     if set(_INFORMATION_CONTENT) <= set(DESCRIPTOR_NAMES)
+    else None
+)
+_CHARGE_COLUMNS = (
+    tuple(DESCRIPTOR_NAMES.index(name) for name in _PARTIAL_CHARGES)
+    if set(_PARTIAL_CHARGES) <= set(DESCRIPTOR_NAMES)
     else None
 )
 _ERRORS = (ValueError, RuntimeError, ZeroDivisionError, OverflowError)
@@ -49,8 +64,30 @@ def molecule_descriptors(mol: Chem.Mol) -> np.ndarray:
         if _IPC_COLUMNS is not None:
             with contextlib.suppress(_ERRORS):
                 values[list(_IPC_COLUMNS)] = _information_content(mol)
+        if _CHARGE_COLUMNS is not None:
+            with contextlib.suppress(_ERRORS):
+                values[list(_CHARGE_COLUMNS)] = _partial_charge_extremes(mol)
     values = np.where(np.isfinite(values), values, 0.0)
     return (np.sign(values) * np.log1p(np.abs(values))).astype(np.float32)
+
+
+def _partial_charge_extremes(mol: Chem.Mol) -> tuple[float, float, float, float]:
+    """RDKit's ``MaxPartialCharge``, ``MinPartialCharge``, ``MaxAbsPartialCharge`` and
+    ``MinAbsPartialCharge``, from the Gasteiger charges, whatever the atom order.
+
+    RDKit folds Python's ``min``/``max`` over the atoms in order; an atom without
+    Gasteiger parameters (a metal) makes its fragment's charges NaN, and the result was
+    then NaN or the extreme of the atoms after the last NaN one: ``CCO.C[Sn](C)(C)C`` and
+    ``C[Sn](C)(C)C.CCO`` differed. Here any NaN charge makes all four NaN (0 in the
+    features), as RDKit gives when a NaN atom comes last.
+    """
+    copy = Chem.Mol(mol)
+    rdPartialCharges.ComputeGasteigerCharges(copy)
+    charges = np.array([atom.GetDoubleProp("_GasteigerCharge") for atom in copy.GetAtoms()])
+    if charges.size == 0 or not np.isfinite(charges).all():
+        return (np.nan,) * 4
+    low, high = float(charges.min()), float(charges.max())
+    return high, low, max(abs(low), abs(high)), min(abs(low), abs(high))
 
 
 def _information_content(mol: Chem.Mol) -> tuple[float, float]:
