@@ -124,17 +124,24 @@ def _lanczos_eigenpairs(lap: sp.csr_matrix, count: int) -> tuple[np.ndarray, np.
 
 
 def _fix_signs(vecs: np.ndarray) -> np.ndarray:
-    """Flip each column so that its entry of largest magnitude (first one on ties) is positive.
+    """Flip each column so that its entry of largest magnitude is positive.
 
     Symmetric nodes give entries of equal magnitude that differ in the last bits, so
-    magnitudes within ``_SIGN_TIE`` of the largest count as ties.
+    magnitudes within ``_SIGN_TIE`` of the largest count as ties. Where tied entries
+    differ in sign (between nodes that need not be symmetric), the column's sum of
+    cubes decides, which does not depend on the node order; where that is 0 too, the
+    first tied entry does, and the sign follows the node order.
     """
     if vecs.size == 0:
         return vecs
     magnitude = np.abs(vecs)
-    rows = (magnitude >= magnitude.max(axis=0) - _SIGN_TIE).argmax(axis=0)  # first tie
+    tied = magnitude >= magnitude.max(axis=0) - _SIGN_TIE
+    rows = tied.argmax(axis=0)  # the first tied entry
     signs = np.where(vecs[rows, np.arange(vecs.shape[1])] < 0, -1.0, 1.0)
-    return vecs * signs
+    both_signs = (tied & (vecs > 0)).any(axis=0) & (tied & (vecs < 0)).any(axis=0)
+    skew = (vecs**3).sum(axis=0)
+    by_skew = both_signs & (np.abs(skew) > _SIGN_TIE)
+    return vecs * np.where(by_skew, np.sign(skew), signs)
 
 
 def _check_dense_max_nodes(value: object) -> float:

@@ -74,10 +74,10 @@ class MoleculeModelConfig:
         pe: positional encoding added to the atom vectors: ``None``, ``lap`` (Laplacian
             eigenvectors, random sign flips in training) or ``rw`` (random-walk landing
             probabilities); computed per molecule by :meth:`MoleculeModel.pe_transform`.
-            ``lap`` depends on the atom order in symmetric molecules (where eigenvalues
-            repeat, or where symmetric atoms tie for an eigenvector's largest entry,
-            which sets its sign), so its predictions change with how a SMILES is
-            written; ``rw`` does not.
+            ``lap`` depends on the atom order where eigenvalues repeat, or where atoms
+            tie for an eigenvector's largest entry with opposite signs and its sum of
+            cubes is 0 (which sets its sign): in symmetric molecules and some others,
+            so its predictions change with how a SMILES is written; ``rw`` does not.
         pe_dim: number of encoding columns k.
         attention: extra keyword arguments of :class:`GraphSelfAttention` (``score``,
             ``normalize``, ``hops``, ``attend``, ``hop_bias``, ...).
