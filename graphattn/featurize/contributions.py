@@ -42,7 +42,9 @@ CONTRIBUTION_NAMES: tuple[str, ...] = (
 _SCALES = np.array([1.0, 5.0, 20.0, 10.0, 0.5, 5.0])
 
 
-def _gasteiger_charges(mol: Chem.Mol) -> list[float]:
+def gasteiger_charges(mol: Chem.Mol) -> list[float]:
+    """RDKit's Gasteiger-Marsili partial charge of each atom (NaN for a whole fragment
+    with an atom that has no parameters), computed on a copy of ``mol``."""
     copy = Chem.Mol(mol)  # the charges are stored as atom properties: leave `mol` as it was
     rdPartialCharges.ComputeGasteigerCharges(copy)
     return [atom.GetDoubleProp("_GasteigerCharge") for atom in copy.GetAtoms()]
@@ -52,7 +54,7 @@ def _additive_columns(mol: Chem.Mol) -> np.ndarray:
     """``[num_atoms, 4]`` unscaled logP, MR, TPSA and charge contributions."""
     logp_mr = np.asarray(rdMolDescriptors._CalcCrippenContribs(mol), dtype=np.float64)
     return np.column_stack(
-        [logp_mr.reshape(-1, 2), rdMolDescriptors._CalcTPSAContribs(mol), _gasteiger_charges(mol)]
+        [logp_mr.reshape(-1, 2), rdMolDescriptors._CalcTPSAContribs(mol), gasteiger_charges(mol)]
     )
 
 

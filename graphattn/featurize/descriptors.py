@@ -17,9 +17,11 @@ import contextlib
 
 import numpy as np
 from rdkit import Chem, rdBase
-from rdkit.Chem import Descriptors, rdPartialCharges
+from rdkit.Chem import Descriptors
 from rdkit.ML.InfoTheory import entropy
 from scipy import sparse
+
+from graphattn.featurize.contributions import gasteiger_charges
 
 __all__ = ["DESCRIPTOR_NAMES", "molecule_descriptors"]
 
@@ -38,17 +40,17 @@ _OTHERS = tuple(
     for i, (name, fn) in enumerate(Descriptors.descList)
     if name not in _INFORMATION_CONTENT + _PARTIAL_CHARGES
 )
-# their columns, or None in an RDKit whose list lacks them
-_IPC_COLUMNS = (
-    tuple(DESCRIPTOR_NAMES.index(name) for name in _INFORMATION_CONTENT)
-    if set(_INFORMATION_CONTENT) <= set(DESCRIPTOR_NAMES)
-    else None
-)
-_CHARGE_COLUMNS = (
-    tuple(DESCRIPTOR_NAMES.index(name) for name in _PARTIAL_CHARGES)
-    if set(_PARTIAL_CHARGES) <= set(DESCRIPTOR_NAMES)
-    else None
-)
+
+
+def _columns(names: tuple[str, ...]) -> tuple[int, ...] | None:
+    """The columns of ``names``, or None in an RDKit whose list lacks one of them."""
+    if not set(names) <= set(DESCRIPTOR_NAMES):
+        return None
+    return tuple(DESCRIPTOR_NAMES.index(name) for name in names)
+
+
+_IPC_COLUMNS = _columns(_INFORMATION_CONTENT)
+_CHARGE_COLUMNS = _columns(_PARTIAL_CHARGES)
 _ERRORS = (ValueError, RuntimeError, ZeroDivisionError, OverflowError)
 
 
@@ -81,9 +83,7 @@ def _partial_charge_extremes(mol: Chem.Mol) -> tuple[float, float, float, float]
     ``C[Sn](C)(C)C.CCO`` differed. Here any NaN charge makes all four NaN (0 in the
     features), as RDKit gives when a NaN atom comes last.
     """
-    copy = Chem.Mol(mol)
-    rdPartialCharges.ComputeGasteigerCharges(copy)
-    charges = np.array([atom.GetDoubleProp("_GasteigerCharge") for atom in copy.GetAtoms()])
+    charges = np.array(gasteiger_charges(mol))
     if charges.size == 0 or not np.isfinite(charges).all():
         return (np.nan,) * 4
     low, high = float(charges.min()), float(charges.max())
