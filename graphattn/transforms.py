@@ -179,9 +179,11 @@ def laplacian_eigenpairs(
 
     If :math:`N - 1 < k`, the missing columns of the eigenvectors and entries of the
     eigenvalues are zero. Each column is a unit vector whose sign is fixed so that its entry of
-    largest magnitude (the first of those that tie to within 1e-6) is positive (the sign of an
-    eigenvector is otherwise arbitrary; see
-    :class:`~graphattn.nn.encodings.PositionalEncoder` for random sign flips in training).
+    largest magnitude is positive; where entries within 1e-6 of that magnitude differ in
+    sign, the column's sum of cubes is made positive instead, and where that is 0 too
+    (within 1e-6), the first of the tied entries is (the sign of an eigenvector is
+    otherwise arbitrary; see :class:`~graphattn.nn.encodings.PositionalEncoder` for random
+    sign flips in training). Of the sign rule, only that last case depends on the node order.
 
     Graphs with at most ``dense_max_nodes`` nodes use a dense :func:`torch.linalg.eigh`; larger
     ones :func:`scipy.sparse.linalg.eigsh` (Lanczos, ARPACK tolerance :math:`10^{-6}`, fixed

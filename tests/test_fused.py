@@ -468,6 +468,36 @@ def test_tied_sharp_scores_with_equal_values_give_no_query_gradient(score: float
     assert float(dq.abs().max()) < 1e-6 and float(dk.abs().max()) < 1e-6
 
 
+@pytest.mark.parametrize("key_scale", [10.0, 30.0, 100.0])
+def test_tied_sharp_scores_with_different_values_match_the_reference_kernels_precision(
+    key_scale: float,
+) -> None:
+    # four tied edges share the weight; the weights recomputed from lse sum to
+    # 1 + |lse| * 2**-24, and only delta was divided by that sum: at scores near 2,000
+    # dk was 5.7e-4 and dv 3.1e-5 off float64 (the reference kernel 9.6e-7 and 2.1e-9)
+    edges = prepare_edges(torch.tensor([[1, 2, 3, 4], [0, 0, 0, 0]]), 5, cache=False)
+    generator = torch.Generator().manual_seed(1)
+    q = torch.randn(5, 1, 4, dtype=torch.float64, generator=generator) * key_scale
+    k = torch.randn(1, 1, 4, dtype=torch.float64, generator=generator).expand(5, 1, 4) * key_scale
+    v = torch.randn(5, 1, 4, dtype=torch.float64, generator=generator)
+    grad_out = torch.randn(5, 1, 4, dtype=torch.float64, generator=generator)
+
+    def grads(kernel, dtype: torch.dtype) -> list[Tensor]:
+        inputs = [t.to(dtype).contiguous().requires_grad_() for t in (q, k, v)]
+        out = kernel(*inputs, edges, 0.5)[0]
+        return torch.autograd.grad((out * grad_out.to(dtype)).sum(), inputs)
+
+    def fused_cpu(*args):
+        return fused_edge_attention(*args, backend="cpu")
+
+    exact = grads(reference_edge_attention, torch.float64)
+    fused = grads(fused_cpu, torch.float32)
+    reference = grads(reference_edge_attention, torch.float32)
+    for name, got, ref, want in zip("qkv", fused, reference, exact, strict=True):
+        error, ref_error = (float((g.double() - want).abs().max()) for g in (got, ref))
+        assert error < 3 * ref_error + 1e-7, (name, error, ref_error)
+
+
 def test_sharp_attention_gradients_stay_as_close_to_float64_as_the_reference_kernel() -> None:
     # input gradients of a layer over features of scale 10 were 4.8e-5 off, the reference
     # kernel's 2e-6
@@ -558,8 +588,9 @@ def test_queries_without_features_are_refused_by_name() -> None:
     edges = prepare_edges(torch.tensor([[0, 1], [1, 0]]), 2)
     q = torch.randn(2, 1, 0)
     for attention in (fused_edge_attention, reference_edge_attention):
-        with pytest.raises(ValueError, match="head dimension of at least 1, got 0"):
-            attention(q, q, q, edges)
+        for scale in (None, 1.0):  # an explicit scale gave uniform weights over no scores
+            with pytest.raises(ValueError, match="head dimension of at least 1, got 0"):
+                attention(q, q, q, edges, scale=scale)
 
 
 def test_triton_backend_without_triton_says_what_to_install(monkeypatch) -> None:

@@ -636,8 +636,8 @@ def _check_output_file(
     problem = None if path is None else _cannot_write(path, source)
     if problem is not None:
         raise GraphInputError(f"--out {path} cannot be written ({problem})")
-    for what, source in (inputs or {}).items():
-        if path is not None and path.is_file() and source.is_file() and path.samefile(source):
+    for what, read in (inputs or {}).items():
+        if path is not None and path.is_file() and read.is_file() and path.samefile(read):
             raise GraphInputError(f"--out {path} is {what}; name another file to write")
 
 

@@ -53,12 +53,10 @@ def refuse_double_backward(kernel: str) -> None:
 
 def default_scale(head_dim: int, scale: float | None) -> float:
     """The score scale: ``scale`` if given, else :math:`1/\\sqrt{d}` (``ValueError`` for
-    ``d < 1``: queries and keys without features have no scores)."""
-    if scale is not None:
-        return float(scale)
+    ``d < 1`` either way: queries and keys without features have no scores)."""
     if head_dim < 1:
         raise ValueError(f"queries and keys need a head dimension of at least 1, got {head_dim}")
-    return 1.0 / math.sqrt(head_dim)
+    return 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
 
 
 def check_edge_attention_inputs(

@@ -43,8 +43,9 @@ Two backends:
   compute in float32 (half-precision inputs too), so float64 inputs go to ``"cpu"``.
 
 The Triton backward takes :math:`\delta_i` as FlashAttention does, from :math:`dO_i \cdot
-o_i`. The CPU backend sums it from the same :math:`dp_e` that :math:`ds_e` subtracts it
-from, divided by the recomputed weights' sum (1 but for ``lse``'s rounding): its
+o_i`. The CPU backend divides the recomputed weights by their sum (1 but for ``lse``'s
+rounding, which at sharp scores is far larger than the weights' own rounding) and sums
+:math:`\delta_i` from the same :math:`dp_e` that :math:`ds_e` subtracts it from: its
 :math:`dp_e` comes in two parts, ``v`` and ``ev``, which round otherwise than
 :math:`o_i`, and :math:`dp_e - \delta_i` must cancel where one edge takes nearly all the
 weight, or where tied edges share it.
@@ -256,9 +257,11 @@ def _backward_head(
     ops.sddmm(ds, grad_out, v)  # dp, turned into ds in place
     if edge_value is not None:
         ds += ops.edge_dot(grad_out, edge_value)
-    total = ops.segment(alpha, "sum")  # 1 but for lse's rounding; 0 without edges (unread)
+    # exp(s - lse) sums to 1 only up to lse's rounding (|lse| * 2**-24 in float32); every
+    # gradient below is linear in alpha, so normalise it once (see the module docstring)
+    alpha.div_(ops.at_targets(ops.segment(alpha, "sum")))
     weighted = torch.mul(alpha, ds, out=ops.edges)
-    delta = ops.segment(weighted, "sum").div_(total).sub_(grad_lse)  # see the module
+    delta = ops.segment(weighted, "sum").sub_(grad_lse)
     ds.sub_(ops.at_targets(delta)).mul_(alpha)
 
     if dv is not None:
@@ -435,9 +438,10 @@ def edge_attention_weights(
         q, k: ``[N, H, D]`` as given to :func:`fused_edge_attention`.
         edges: the same edge set.
         lse: ``[N, H]`` the log-sum-exp returned by :func:`fused_edge_attention`. Only
-            its shape and dtype are used: both paths normalise the scores they compute
-            afresh (their rounding differs from the kernel's, and at scores of 100 and
-            more :math:`\exp(s_e - \ell_i)` missed a row sum of 1 by 1e-4 to 10%).
+            its shape is used, and its dtype on the differentiable path (the dtype of the
+            scores there): both paths normalise the scores they compute afresh (their
+            rounding differs from the kernel's, and at scores of 100 and more
+            :math:`\exp(s_e - \ell_i)` missed a row sum of 1 by 1e-4 to 10%).
         scale, edge_key: as given to :func:`fused_edge_attention`.
 
     Returns:
