@@ -1082,3 +1082,15 @@ def test_auto_mode_runs_an_unsorted_batch_as_sparse_mode_does():
     torch.testing.assert_close(layer(x, edge_index, batch=batch), expected)
     with pytest.raises(GraphInputError, match="batch must be sorted"):
         layer(x, edge_index, batch=batch, mode="dense")
+
+
+def test_sparse_mode_checks_the_batch_but_leaves_its_ids_to_the_modes_that_read_them():
+    # checking the ids costs a host synchronisation, and sparse mode never reads them
+    x, edge_index = torch.randn(4, 8), torch.tensor([[0, 1, 2, 3], [1, 0, 3, 2]])
+    negative = torch.tensor([-1, -1, 0, 0])
+    layer = GraphSelfAttention(8, 16, heads=4, mode="sparse")
+    torch.testing.assert_close(layer(x, edge_index, batch=negative), layer(x, edge_index))
+    with pytest.raises(GraphInputError, match="batch must have shape"):
+        layer(x, edge_index, batch=negative[:3])
+    with pytest.raises(GraphInputError, match="batch must hold graph ids >= 0"):
+        layer(x, edge_index, batch=negative, mode="dense")

@@ -416,6 +416,22 @@ def test_version_says_when_numba_is_installed_but_not_used(capsys, monkeypatch):
         main(["--version"])
     out = capsys.readouterr().out
     assert "(not used: Numba does not import: ModuleNotFoundError: import of numba halted" in out
+    # whatever the import raises (an AttributeError against another NumPy, say)
+    import builtins
+
+    real_import = builtins.__import__
+
+    def failing(name, *args, **kwargs):
+        if name == "numba":
+            raise AttributeError("module 'numpy' has no attribute 'long'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.delitem(sys.modules, "numba")
+    monkeypatch.setattr(builtins, "__import__", failing)
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    out = capsys.readouterr().out
+    assert "(not used: Numba does not import: AttributeError: module 'numpy' has no" in out
 
 
 def test_an_out_file_that_is_not_writable_is_refused_before_the_work(tmp_path, capsys, monkeypatch):
@@ -464,3 +480,35 @@ def test_a_molecule_csv_name_that_is_not_utf8_is_a_readable_title(tmp_path):
     assert code == 0
     metrics = (out / "metrics.json").read_text(encoding="utf-8")
     assert json.loads(metrics)["dataset"] == "mols_\ufffd.csv"
+
+
+def test_predict_over_its_own_csv_through_a_link_probes_the_folder_of_the_file(
+    tmp_path, capsys, monkeypatch
+):
+    # the replacement file is made beside the link's target (see _output): a link in a
+    # writable folder to a --csv in a read-only one is refused before the work
+    import errno
+    import tempfile
+
+    real = tempfile.TemporaryFile
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+
+    def probe(*args, dir=None, **kwargs):
+        if dir is not None and Path(dir) == read_only:
+            raise OSError(errno.EROFS, "Read-only file system")
+        return real(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", probe)
+    kept = read_only / "kept.csv"
+    kept.write_text("old")
+    link = tmp_path / "link.csv"
+    link.symlink_to(kept)
+    for csv, out in ((link, link), (kept, link), (link, kept)):
+        code = main(["predict", "--model", str(tmp_path / "nothing"), "--csv", str(csv),
+                     "--out", str(out)])  # fmt: skip
+        err = capsys.readouterr().err
+        assert code == 2
+        needs = f"writing over its own --csv needs a new file in {read_only}: Read-only file"
+        assert f"--out {out} cannot be written ({needs}" in err, (csv, out, err)
+    assert kept.read_text() == "old" and link.is_symlink()

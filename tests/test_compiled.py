@@ -180,6 +180,13 @@ def test_numba_that_does_not_import_is_not_called_missing(monkeypatch) -> None:
         ModuleNotFoundError("No module named 'numba'", name="numba"): (
             "Numba is not installed (pip install numba): No module named 'numba'"
         ),
+        # not only ImportError: a Numba built against another NumPy can fail otherwise
+        AttributeError("module 'numpy' has no attribute 'long'"): (
+            "Numba does not import: AttributeError: module 'numpy' has no attribute 'long'"
+        ),
+        SystemError("initialization failed"): (
+            "Numba does not import: SystemError: initialization failed"
+        ),
     }
     try:
         for error, reason in cases.items():

@@ -528,3 +528,23 @@ def test_lap_pe_of_a_molecule_without_symmetry_does_not_depend_on_the_atom_order
         back = torch.empty_like(pe)
         back[torch.tensor(order)] = pe  # row i of pe is atom order[i] of mol
         torch.testing.assert_close(back, expected, atol=1e-6, rtol=0)
+
+
+def test_fix_signs_follows_the_largest_entry_then_the_sum_of_cubes() -> None:
+    from graphattn.transforms import _fix_signs
+
+    columns_and_signs = [
+        ([0.6, -0.5, -0.5, -0.3, 0.0], 1.0),  # one largest entry decides (sum of cubes < 0)
+        ([-0.6, 0.5, 0.5, 0.3, 0.0], -1.0),
+        ([-0.5, 0.5, 0.3, -0.2, -0.2], 1.0),  # largest tied with opposite signs: the sum
+        ([0.5, -0.5, -0.3, 0.2, 0.2], -1.0),  # of cubes (+-0.011) decides, not the first
+        # tied entry nor the plain sum (-+0.1)
+        ([-0.5, 0.5, 0.001, 0.0, 0.0], -1.0),  # sum of cubes 1e-9, within 1e-6 of 0: the
+        # first tied entry decides
+    ]
+    vecs = np.array([column for column, _ in columns_and_signs]).T
+    signs = np.array([sign for _, sign in columns_and_signs])
+    fixed = _fix_signs(vecs)
+    np.testing.assert_array_equal(fixed, vecs * signs)
+    for i in range(len(signs)):  # the rule is per column
+        np.testing.assert_array_equal(_fix_signs(vecs[:, [i]])[:, 0], fixed[:, i])

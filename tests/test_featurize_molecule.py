@@ -395,14 +395,27 @@ def test_partial_charge_descriptors_do_not_depend_on_the_atom_order() -> None:
     tin_last = molecule_descriptors(Chem.MolFromSmiles("CCO.C[Sn](C)(C)C"))
     assert np.array_equal(tin_first, tin_last)
     assert not tin_first[columns].any()  # a NaN charge anywhere: 0, as documented
+    for smiles in ("OC(=O)c1ccccc1N", "O", "[Na+]"):  # finite charges: RDKit's values
+        one = Chem.MolFromSmiles(smiles)  # (one atom: its charge is both extremes)
+        for name, column in zip(names, columns, strict=True):
+            value = getattr(Descriptors, name)(Chem.Mol(one))
+            expected = np.float32(np.sign(value) * np.log1p(abs(value)))
+            assert expected != 0 and molecule_descriptors(one)[column] == expected, (smiles, name)
     mol = Chem.MolFromSmiles("OC(=O)c1ccccc1N")
-    for name, column in zip(names, columns, strict=True):  # finite charges: RDKit's values
-        value = getattr(Descriptors, name)(Chem.Mol(mol))
-        expected = np.float32(np.sign(value) * np.log1p(abs(value)))
-        assert molecule_descriptors(mol)[column] == expected, name
     renumbered = Chem.RenumberAtoms(mol, list(range(mol.GetNumAtoms()))[::-1])
     reversed_order = molecule_descriptors(renumbered)[columns]
     assert np.array_equal(reversed_order, molecule_descriptors(mol)[columns])
+
+
+def test_descriptor_columns_are_none_where_rdkit_lacks_any_of_them(monkeypatch) -> None:
+    # an RDKit without one of the names computed together (Ipc and AvgIpc, say) leaves
+    # RDKit's own function for both, not an error at import
+    from graphattn.featurize import descriptors
+
+    monkeypatch.setattr(descriptors, "DESCRIPTOR_NAMES", ("Ipc", "MolWt", "MaxPartialCharge"))
+    assert descriptors._columns(("Ipc", "AvgIpc")) is None
+    assert descriptors._columns(("AvgIpc", "Foo")) is None
+    assert descriptors._columns(("MaxPartialCharge", "Ipc")) == (2, 0)  # in the given order
 
 
 def test_descriptors_of_a_large_molecule_are_finite_and_warn_nothing() -> None:

@@ -601,3 +601,49 @@ def test_triton_backend_without_triton_says_what_to_install(monkeypatch) -> None
     edges = prepare_edges(torch.tensor([[0, 1, 2], [1, 2, 0]]), 3)
     with pytest.raises(RuntimeError, match=r"pip install 'graphattn\[cuda\]'"):
         fused_edge_attention(q, k, v, edges, backend="triton")
+
+
+def test_one_feature_per_head_gets_the_default_scale_one_and_a_given_scale_is_kept() -> None:
+    from graphattn.ops.attention import default_scale
+
+    assert default_scale(1, None) == 1.0 and default_scale(4, None) == 0.5
+    assert default_scale(1, 0.3) == 0.3 and default_scale(4, 2) == 2.0
+    edges = prepare_edges(torch.tensor([[0, 1, 2], [1, 2, 0]]), 3)
+    q, k, v = (torch.randn(3, 2, 1) for _ in range(3))
+    expected, _ = reference_edge_attention(q, k, v, edges, 1.0)
+    torch.testing.assert_close(fused_edge_attention(q, k, v, edges)[0], expected)
+    torch.testing.assert_close(reference_edge_attention(q, k, v, edges)[0], expected)
+
+
+def test_float64_with_the_triton_backend_is_refused_for_its_dtype_first(monkeypatch) -> None:
+    # installing Triton would not help a float64 input: that is the error to give
+    from graphattn.ops import fused
+
+    monkeypatch.setattr(fused, "_has_triton", lambda: False)
+    q = torch.randn(3, 2, 4, dtype=torch.float64)
+    edges = prepare_edges(torch.tensor([[0, 1, 2], [1, 2, 0]]), 3)
+    with pytest.raises(ValueError, match="backend='triton' computes in float32 and would round"):
+        fused.fused_edge_attention(q, q, q, edges, backend="triton")
+    with pytest.raises(ValueError, match="computes in float32"):
+        fused._select_backend("triton", torch.device("cuda"), torch.float64)
+
+
+def test_weights_of_an_lse_that_needs_grad_take_the_memory_lean_path(monkeypatch) -> None:
+    # lse requires grad when v does; no gradient reaches q, k or edge_key through the
+    # weights, so the [E, H, D] gather path is not needed
+    from graphattn.ops import fused
+
+    torch.manual_seed(0)
+    edges = prepare_edges(torch.randint(0, 30, (2, 90)), 30, cache=False)
+    q, k = torch.randn(30, 2, 4), torch.randn(30, 2, 4)
+    v = torch.randn(30, 2, 4, requires_grad=True)
+    _, lse = fused.fused_edge_attention(q, k, v, edges)
+    assert lse.requires_grad
+    lean = fused.edge_attention_weights(q, k, edges, lse.detach())
+
+    def gather_path(*args, **kwargs):
+        raise AssertionError("the [E, H, D] path ran")
+
+    monkeypatch.setattr(fused, "segment_softmax", gather_path)
+    alpha = fused.edge_attention_weights(q, k, edges, lse)
+    assert torch.equal(alpha, lean) and not alpha.requires_grad

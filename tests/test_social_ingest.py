@@ -140,8 +140,16 @@ def test_feature_names_in_a_set_are_refused_their_order_would_change(tmp_path):
     for names in ({"a", "b"}, *byte_likes, 5):
         with pytest.raises(GraphInputError, match="node_attrs must be an ordered sequence"):
             from_networkx(G, node_attrs=names)
-    with pytest.raises(GraphInputError, match="got an int: 5$"):
-        from_networkx(G, node_attrs=5)
+    said = [
+        (5, "an int: 5"),
+        (array.array("b", b"ab"), "an array: array('b', [97, 98])"),
+        (frozenset({"a"}), "a frozenset: frozenset({'a'})"),
+        (bytearray(b"ab"), "a bytearray: bytearray(b'ab')"),
+        ("a", "the string 'a'"),
+    ]
+    for names, text in said:
+        with pytest.raises(GraphInputError, match=re.escape(f"got {text}") + "$"):
+            from_networkx(G, node_attrs=names)
     assert from_networkx(G, node_attrs=("b", "a")).x.tolist() == [[2.0, 1.0], [2.0, 1.0]]
     edges = write(tmp_path, "e.csv", "a,b\nb,c\n")
     features = write(tmp_path, "f.csv", "id,age,score\na,1,2\nb,3,4\nc,5,6\n")
