@@ -9,13 +9,18 @@ against the copy bandwidth measured on the same card
 
 Minimum traffic (``b`` bytes per node row of H·D values, 8-byte indices):
 
-- forward: q row and out row per node, the lse; per edge its source index and the
-  k and v rows of the source: ``N (2b + 4H) + E (8 + 2b)``;
-- backward, per target: q, dO, lse, delta and dq per node; per edge the source index,
-  the k and v rows, and the fp32 ``alpha`` and ``ds`` written: ``N (3b + 8H) + E (8 + 2b + 8H)``;
+- forward: q row and out row per node, the lse and the softmax's fp32 max and sum; per
+  edge its source index and the k and v rows of the source: ``N (2b + 12H) + E (8 + 2b)``;
+- backward, per target: q, dO, the max and sum, delta and dq per node; per edge the
+  source index, the k and v rows, and the fp32 ``alpha`` and ``ds`` written:
+  ``N (3b + 12H) + E (8 + 2b + 8H)``;
 - backward, per source: dk and dv per node; per edge the permutation and target
   indices, ``alpha`` and ``ds`` read back, and the q and dO rows of the target:
   ``2 N b + E (16 + 8H + 2b)``.
+
+The stored runs (``benchmarks/results/kernels_cuda*``) measured kernels that kept ``lse``
+in place of the max and sum, and count accordingly: 8H bytes per node fewer in the
+forward and 4H in the backward.
 
 Usage: ``python benchmarks/cuda_kernel_bandwidth.py --out DIR``. Without CUDA it says
 so and exits 0.
@@ -36,8 +41,8 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 def traffic_bytes(n: int, e: int, heads: int, head_dim: int, element_size: int) -> dict:
     """Minimum bytes of the forward and of the backward kernels (module docstring)."""
     b, h = element_size * heads * head_dim, heads
-    forward = n * (2 * b + 4 * h) + e * (8 + 2 * b)
-    backward = n * (3 * b + 8 * h) + e * (8 + 2 * b + 8 * h) + 2 * n * b + e * (16 + 8 * h + 2 * b)
+    forward = n * (2 * b + 12 * h) + e * (8 + 2 * b)
+    backward = n * (3 * b + 12 * h) + e * (8 + 2 * b + 8 * h) + 2 * n * b + e * (16 + 8 * h + 2 * b)
     return {"forward": forward, "forward_backward": forward + backward}
 
 

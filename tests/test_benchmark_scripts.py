@@ -792,8 +792,8 @@ def test_kernel_traffic_counts_every_read_and_write():
 
     # 2 nodes, 3 edges, 1 head of width 2, fp32: a node row b = 8 bytes, H = 1.
     counted = traffic_bytes(2, 3, 1, 2, 4)
-    forward = 2 * (2 * 8 + 4) + 3 * (8 + 2 * 8)
-    per_target = 2 * (3 * 8 + 8) + 3 * (8 + 2 * 8 + 8)
+    forward = 2 * (2 * 8 + 4 + 8) + 3 * (8 + 2 * 8)  # lse, then the max and sum
+    per_target = 2 * (3 * 8 + 8 + 4) + 3 * (8 + 2 * 8 + 8)  # the max and sum, delta
     per_source = 2 * 2 * 8 + 3 * (16 + 8 + 2 * 8)
     assert counted == {"forward": forward, "forward_backward": forward + per_target + per_source}
     # bytes grow linearly with the edges: one more edge adds its gathers and buffers
