@@ -12,8 +12,8 @@ For every target node i, head h and incoming edge e = (j -> i):
 gets :math:`o_i = 0` and :math:`\ell_i = -\infty`.
 
 The forward returns ``(out, lse)`` and saves only node-sized tensors (plus the edge
-terms, which are inputs anyway). The backward recomputes the weights from ``lse``
-as FlashAttention does:
+terms, which are inputs anyway). The backward recomputes the weights from the scores,
+as FlashAttention does (see below for how), and then:
 
 .. math::
     dp_e = dO_i \cdot (v_j + ev_e), \quad
@@ -42,11 +42,12 @@ Two backends:
 - ``"triton"`` (CUDA): the kernels of :mod:`graphattn.ops.triton_attention`. They
   compute in float32 (half-precision inputs too), so float64 inputs go to ``"cpu"``.
 
-Recomputed as :math:`\exp(s_e - \ell_i)`, the weights sum to 1 only up to ``lse``'s
-rounding, which at sharp scores is far larger than their own (1 + 6e-5 at scores near
-2,000 in float32), and every gradient is linear in them: the CPU backend divides them by
-their sum, and the Triton backward recomputes them from the forward's running max and
-sum instead of ``lse``. The Triton backward takes :math:`\delta_i` as FlashAttention
+Recomputed as :math:`\exp(s_e - \ell_i)`, the weights would sum to 1 only up to
+``lse``'s rounding, which at sharp scores is far larger than their own (1 + 6e-5 at
+scores near 2,000 in float32), and every gradient is linear in them: the CPU backward
+recomputes the forward's softmax (maximum, exponentials, sum) from the scores, and the
+Triton backward divides :math:`\exp(s_e - m_i)` by the forward's running sum
+:math:`l_i`. The Triton backward takes :math:`\delta_i` as FlashAttention
 does, from :math:`dO_i \cdot o_i`; the CPU backend sums it from the same :math:`dp_e`
 that :math:`ds_e` subtracts it from: its :math:`dp_e` comes in two parts, ``v`` and
 ``ev``, which round otherwise than :math:`o_i`, and :math:`dp_e - \delta_i` must cancel
@@ -246,7 +247,7 @@ def _cpu_forward(
 
 
 def _backward_head(
-    ops: _HeadOps, alpha: Tensor, ds: Tensor, inputs, grads, grad_out, lse, grad_lse, scale: float
+    ops: _HeadOps, alpha: Tensor, ds: Tensor, inputs, grads, grad_out, grad_lse, scale: float
 ) -> None:
     """Write one head's gradients into ``grads`` (views, or None where not needed).
 
@@ -255,13 +256,10 @@ def _backward_head(
     """
     q, k, v, edge_key, edge_value = inputs
     dq, dk, dv, dek, dev = grads
-    _scores(ops, alpha, q, k, edge_key, scale).sub_(ops.at_targets(lse)).exp_()
+    _softmax_(ops, _scores(ops, alpha, q, k, edge_key, scale))  # the forward's weights
     ops.sddmm(ds, grad_out, v)  # dp, turned into ds in place
     if edge_value is not None:
         ds += ops.edge_dot(grad_out, edge_value)
-    # exp(s - lse) sums to 1 only up to lse's rounding (|lse| * 2**-24 in float32); every
-    # gradient below is linear in alpha, so normalise it once (see the module docstring)
-    alpha.div_(ops.at_targets(ops.segment(alpha, "sum")))
     weighted = torch.mul(alpha, ds, out=ops.edges)
     delta = ops.segment(weighted, "sum").sub_(grad_lse)
     ds.sub_(ops.at_targets(delta)).mul_(alpha)
@@ -289,14 +287,14 @@ def _cpu_backward(
     scale: float,
     needs: tuple[bool, ...],
 ) -> Grads:
-    q, k, v, edge_key, edge_value, _out, lse = saved
+    q, k, v, edge_key, edge_value, _out, _softmax = saved  # the weights are recomputed
     ops = _HeadOps(_graph_csr(edges), q, edge_scratch=2)
     alpha, ds = ops.scratch
     inputs = (q, k, v, edge_key, edge_value)
     grads = [torch.empty_like(t) if need else None for t, need in zip(inputs, needs, strict=True)]
     for h in range(q.size(1)):
         head_inputs, head_grads = [_head(t, h) for t in inputs], [_head(t, h) for t in grads]
-        args = (grad_out[:, h], lse[:, h], grad_lse[:, h], scale)
+        args = (grad_out[:, h], grad_lse[:, h], scale)
         _backward_head(ops, alpha, ds, head_inputs, head_grads, *args)
     return tuple(grads)
 
@@ -370,9 +368,9 @@ class _FusedEdgeAttention(torch.autograd.Function):
         if backend == "triton":  # its backward reads the softmax's max and sum, not lse
             kernels = _triton_kernels()
             out, lse, softmax = kernels.forward(q, k, v, edge_key, edge_value, edges, scale)
-        else:
+        else:  # its backward recomputes the softmax from the scores, as the forward did
             out, lse = _cpu_forward_cast(q, k, v, edge_key, edge_value, edges, scale)
-            softmax = lse
+            softmax = None
         ctx.save_for_backward(q, k, v, edge_key, edge_value, out, softmax)
         ctx.edges, ctx.scale, ctx.backend = edges, scale, backend
         return out, lse
