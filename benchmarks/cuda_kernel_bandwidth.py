@@ -23,7 +23,7 @@ in place of the max and sum, and count accordingly: 8H bytes per node fewer in t
 forward and 4H in the backward.
 
 Usage: ``python benchmarks/cuda_kernel_bandwidth.py --out DIR``. Without CUDA it says
-so and exits 0.
+so and exits 1.
 """
 
 from __future__ import annotations

@@ -169,7 +169,7 @@ if HAS_TRITON:
         head_live = heads < H
         peak = tl.load(peak_ptr + node * H + heads, mask=head_live, other=0.0)
         total = tl.load(total_ptr + node * H + heads, mask=head_live, other=1.0)
-        inv_total = 1.0 / tl.where(total > 0, total, 1.0)  # 0 without edges (no loop then)
+        inv_total = 1.0 / tl.where(total > 0, total, 1.0)  # total is 0 without edges
         delta = tl.load(delta_ptr + node * H + heads, mask=head_live, other=0.0)
         start = tl.load(rowptr_ptr + node)
         end = tl.load(rowptr_ptr + node + 1)
@@ -186,6 +186,10 @@ if HAS_TRITON:
             if HAS_EV:
                 values += _load_rows(ev_ptr, eids, live, offsets, mask, row_size)
             s = tl.sum(keys * q[None, :, :], axis=2) * scale
+            # as in the forward: the select rounds s before the max is subtracted, where
+            # the compiler would otherwise fuse the two into one fma (off by half an ulp
+            # of s, the rounding of lse that m and l are here to avoid)
+            s = tl.where(live[:, None], s, float("-inf"))
             edge_head = live[:, None] & head_live[None, :]
             alpha = tl.where(edge_head, tl.exp(s - peak[None, :]) * inv_total[None, :], 0.0)
             dp = tl.sum(values * do[None, :, :], axis=2)
