@@ -45,13 +45,14 @@ Two backends:
 Recomputed as :math:`\exp(s_e - \ell_i)`, the weights would sum to 1 only up to
 ``lse``'s rounding, which at sharp scores is far larger than their own (1 + 6e-5 at
 scores near 2,000 in float32), and every gradient is linear in them: the CPU backward
-recomputes the forward's softmax (maximum, exponentials, sum) from the scores, and the
-Triton backward divides :math:`\exp(s_e - m_i)` by the forward's running sum
-:math:`l_i`. The Triton backward takes :math:`\delta_i` as FlashAttention
-does, from :math:`dO_i \cdot o_i`; the CPU backend sums it from the same :math:`dp_e`
-that :math:`ds_e` subtracts it from: its :math:`dp_e` comes in two parts, ``v`` and
-``ev``, which round otherwise than :math:`o_i`, and :math:`dp_e - \delta_i` must cancel
-where one edge takes nearly all the weight, or where tied edges share it.
+recomputes the forward's softmax from the scores and the forward's largest score
+:math:`m_i` (the same exponentials, sums and weights), and the Triton backward divides
+:math:`\exp(s_e - m_i)` by the forward's running sum :math:`l_i`. The Triton backward
+takes :math:`\delta_i` as FlashAttention does, from :math:`dO_i \cdot o_i`; the CPU
+backend sums it from the same :math:`dp_e` that :math:`ds_e` subtracts it from: its
+:math:`dp_e` comes in two parts, ``v`` and ``ev``, which round otherwise than
+:math:`o_i`, and :math:`dp_e - \delta_i` must cancel where one edge takes nearly all the
+weight, or where tied edges share it.
 """
 
 from __future__ import annotations
@@ -208,23 +209,25 @@ def _scores(ops: _HeadOps, out: Tensor, q, k, edge_key, scale: float) -> Tensor:
     return out
 
 
-def _softmax_(ops: _HeadOps, scores: Tensor) -> Tensor:
+def _softmax_(ops: _HeadOps, scores: Tensor, peak: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Turn ``[E]`` scores into each target's softmax weights, in place; return the
-    targets' ``[N]`` log-sum-exp (``-inf`` for a node without edges)."""
-    peak = ops.segment(scores, "max")
+    targets' ``[N]`` largest score and sum of exponentials (``-inf`` and 0 for a node
+    without edges). Given the forward's ``peak``, the same weights come back exactly."""
+    if peak is None:
+        peak = ops.segment(scores, "max")
     scores.sub_(ops.at_targets(peak)).exp_()
     total = ops.segment(scores, "sum")
     scores.div_(ops.at_targets(total))
-    return peak.add_(total.log_())  # -inf + log(0) = -inf for nodes without edges
+    return peak, total
 
 
 def _forward_head(ops: _HeadOps, weights: Tensor, q, k, v, edge_key, edge_value, scale):
-    """``(out [N, D], lse [N])`` of one head; ``weights`` is ``[E]`` scratch."""
-    lse = _softmax_(ops, _scores(ops, weights, q, k, edge_key, scale))
+    """``(out [N, D], lse [N], peak [N])`` of one head; ``weights`` is ``[E]`` scratch."""
+    peak, total = _softmax_(ops, _scores(ops, weights, q, k, edge_key, scale))
     out = ops.spmm(weights, v)
     if edge_value is not None:
         out += ops.segment(weights.unsqueeze(1) * edge_value, "sum")
-    return out, lse
+    return out, peak + total.log(), peak  # -inf + log(0) = -inf for nodes without edges
 
 
 def _cpu_forward(
@@ -235,19 +238,21 @@ def _cpu_forward(
     edge_value: Tensor | None,
     edges: EdgeSet,
     scale: float,
-) -> tuple[Tensor, Tensor]:
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``(out, lse, peak)``: ``peak`` ``[N, H]`` is each softmax's largest score, from
+    which the backward recomputes the weights."""
     ops = _HeadOps(_graph_csr(edges), q, edge_scratch=1)
     (weights,) = ops.scratch
     out = torch.empty_like(q)
-    lse = q.new_empty(q.shape[:2])
+    lse, peak = q.new_empty(q.shape[:2]), q.new_empty(q.shape[:2])
     for h in range(q.size(1)):
         heads = (_head(t, h) for t in (q, k, v, edge_key, edge_value))
-        out[:, h], lse[:, h] = _forward_head(ops, weights, *heads, scale)
-    return out, lse
+        out[:, h], lse[:, h], peak[:, h] = _forward_head(ops, weights, *heads, scale)
+    return out, lse, peak
 
 
 def _backward_head(
-    ops: _HeadOps, alpha: Tensor, ds: Tensor, inputs, grads, grad_out, grad_lse, scale: float
+    ops: _HeadOps, alpha: Tensor, ds: Tensor, inputs, grads, grad_out, peak, grad_lse, scale
 ) -> None:
     """Write one head's gradients into ``grads`` (views, or None where not needed).
 
@@ -256,7 +261,7 @@ def _backward_head(
     """
     q, k, v, edge_key, edge_value = inputs
     dq, dk, dv, dek, dev = grads
-    _softmax_(ops, _scores(ops, alpha, q, k, edge_key, scale))  # the forward's weights
+    _softmax_(ops, _scores(ops, alpha, q, k, edge_key, scale), peak)  # the forward's weights
     ops.sddmm(ds, grad_out, v)  # dp, turned into ds in place
     if edge_value is not None:
         ds += ops.edge_dot(grad_out, edge_value)
@@ -287,14 +292,14 @@ def _cpu_backward(
     scale: float,
     needs: tuple[bool, ...],
 ) -> Grads:
-    q, k, v, edge_key, edge_value, _out, _softmax = saved  # the weights are recomputed
+    q, k, v, edge_key, edge_value, _out, peak = saved
     ops = _HeadOps(_graph_csr(edges), q, edge_scratch=2)
     alpha, ds = ops.scratch
     inputs = (q, k, v, edge_key, edge_value)
     grads = [torch.empty_like(t) if need else None for t, need in zip(inputs, needs, strict=True)]
     for h in range(q.size(1)):
         head_inputs, head_grads = [_head(t, h) for t in inputs], [_head(t, h) for t in grads]
-        args = (grad_out[:, h], grad_lse[:, h], scale)
+        args = (grad_out[:, h], peak[:, h], grad_lse[:, h], scale)
         _backward_head(ops, alpha, ds, head_inputs, head_grads, *args)
     return tuple(grads)
 
@@ -307,8 +312,8 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
 def _cpu_forward_cast(q, k, v, edge_key, edge_value, edges, scale):
     dtype = _compute_dtype(q.dtype)
     cast = [None if t is None else t.to(dtype) for t in (q, k, v, edge_key, edge_value)]
-    out, lse = _cpu_forward(*cast, edges, scale)
-    return out.to(q.dtype), lse
+    out, lse, peak = _cpu_forward(*cast, edges, scale)
+    return out.to(q.dtype), lse, peak
 
 
 def _cpu_backward_cast(saved, grad_out, grad_lse, edges, scale, needs) -> Grads:
@@ -368,9 +373,8 @@ class _FusedEdgeAttention(torch.autograd.Function):
         if backend == "triton":  # its backward reads the softmax's max and sum, not lse
             kernels = _triton_kernels()
             out, lse, softmax = kernels.forward(q, k, v, edge_key, edge_value, edges, scale)
-        else:  # its backward recomputes the softmax from the scores, as the forward did
-            out, lse = _cpu_forward_cast(q, k, v, edge_key, edge_value, edges, scale)
-            softmax = None
+        else:  # its backward recomputes the weights from the forward's largest scores
+            out, lse, softmax = _cpu_forward_cast(q, k, v, edge_key, edge_value, edges, scale)
         ctx.save_for_backward(q, k, v, edge_key, edge_value, out, softmax)
         ctx.edges, ctx.scale, ctx.backend = edges, scale, backend
         return out, lse
