@@ -304,23 +304,30 @@ def test_train_prints_a_summary_of_its_metrics_and_the_run_folder(tmp_path, caps
     assert json.loads("\n".join(printed[:-1])) == {key: metrics[key] for key in keys}
 
 
-def test_an_out_folder_that_cannot_be_written_is_refused_before_the_work(
-    tmp_path, capsys, monkeypatch
-):
-    # a read-only mount or folder failed only after training (or predicting) everything
+@pytest.fixture
+def read_only(tmp_path, monkeypatch) -> Path:
+    """A folder that takes no new file, as on a read-only mount (root ignores chmod, so
+    the probe's temporary file there is made to fail)."""
     import errno
     import tempfile
 
     real = tempfile.TemporaryFile
-    read_only = tmp_path / "ro"
-    read_only.mkdir()
+    folder = tmp_path / "ro"
+    folder.mkdir()
 
     def probe(*args, dir=None, **kwargs):
-        if dir is not None and Path(dir) == read_only:
+        if dir is not None and Path(dir) == folder:
             raise OSError(errno.EROFS, "Read-only file system")
         return real(*args, dir=dir, **kwargs)
 
     monkeypatch.setattr(tempfile, "TemporaryFile", probe)
+    return folder
+
+
+def test_an_out_folder_that_cannot_be_written_is_refused_before_the_work(
+    tmp_path, capsys, read_only
+):
+    # a read-only mount or folder failed only after training (or predicting) everything
     run = read_only / "runs" / "k"
     assert main(["train", "--dataset", "karate", "--epochs", "1", "--out", str(run)]) == 2
     err = capsys.readouterr().err
@@ -483,23 +490,10 @@ def test_a_molecule_csv_name_that_is_not_utf8_is_a_readable_title(tmp_path):
 
 
 def test_predict_over_its_own_csv_through_a_link_probes_the_folder_of_the_file(
-    tmp_path, capsys, monkeypatch
+    tmp_path, capsys, read_only
 ):
     # the replacement file is made beside the link's target (see _output): a link in a
     # writable folder to a --csv in a read-only one is refused before the work
-    import errno
-    import tempfile
-
-    real = tempfile.TemporaryFile
-    read_only = tmp_path / "ro"
-    read_only.mkdir()
-
-    def probe(*args, dir=None, **kwargs):
-        if dir is not None and Path(dir) == read_only:
-            raise OSError(errno.EROFS, "Read-only file system")
-        return real(*args, dir=dir, **kwargs)
-
-    monkeypatch.setattr(tempfile, "TemporaryFile", probe)
     kept = read_only / "kept.csv"
     kept.write_text("old")
     link = tmp_path / "link.csv"
