@@ -122,6 +122,14 @@ GRAPHS = {
 }
 
 
+def layer_input_grad(layer, x: Tensor, edge_index: Tensor, edge_attr=None) -> Tensor:
+    """Gradient of a fixed weighting of ``layer``'s output with respect to ``x``."""
+    x = x.clone().requires_grad_()
+    out = layer(x, edge_index, edge_attr)
+    weights = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
+    return torch.autograd.grad((out * weights).sum(), x)[0]
+
+
 @pytest.mark.parametrize("edge_features", [False, True], ids=["plain", "edge_features"])
 @pytest.mark.parametrize("graph", list(GRAPHS))
 def test_cpu_matches_reference(graph: str, edge_features: bool) -> None:
@@ -549,15 +557,9 @@ def test_sharp_attention_gradients_stay_as_close_to_float64_as_the_reference_ker
     reference = copy.deepcopy(fused)
     reference.kernel = "reference"
 
-    def input_grad(layer, x) -> Tensor:
-        x = x.clone().requires_grad_()
-        out = layer(x, edge_index)
-        weights = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
-        return torch.autograd.grad((out * weights).sum(), x)[0]
-
-    exact = input_grad(copy.deepcopy(reference).double(), x.double())
+    exact = layer_input_grad(copy.deepcopy(reference).double(), x.double(), edge_index)
     errors = {
-        name: float((input_grad(layer, x).double() - exact).abs().max())
+        name: float((layer_input_grad(layer, x, edge_index).double() - exact).abs().max())
         for name, layer in (("fused", fused), ("reference", reference))
     }
     assert errors["fused"] < 2 * errors["reference"] + 1e-6, errors
@@ -576,15 +578,11 @@ def test_saturated_weights_with_edge_features_give_float32_gradients_of_float64(
     torch.manual_seed(15)
     layer = GraphSelfAttention(6, 8, heads=2, kernel="fused", edge_dim=2)
 
-    def input_grad(layer, x, edge_attr) -> Tensor:
-        x = x.clone().requires_grad_()
-        out = layer(x, edge_index, edge_attr)
-        weights = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
-        return torch.autograd.grad((out * weights).sum(), x)[0]
-
-    exact = input_grad(copy.deepcopy(layer).double(), x.double(), edge_attr.double())
+    double = copy.deepcopy(layer).double()
+    exact = layer_input_grad(double, x.double(), edge_index, edge_attr.double())
     assert exact.abs().max() > 0.1
-    torch.testing.assert_close(input_grad(layer, x, edge_attr).double(), exact, atol=1e-6, rtol=0)
+    got = layer_input_grad(layer, x, edge_index, edge_attr).double()
+    torch.testing.assert_close(got, exact, atol=1e-6, rtol=0)
 
 
 def test_recomputed_weights_sum_to_one_at_large_scores() -> None:
@@ -613,10 +611,6 @@ def test_float64_inputs_do_not_go_to_the_float32_triton_kernels(monkeypatch) -> 
     assert fused._select_backend("auto", cuda, torch.float32) == "triton"
     assert fused._select_backend("auto", cuda, torch.float16) == "triton"
     assert fused._select_backend("auto", cuda, torch.float64) == "cpu"
-    q = torch.randn(3, 2, 4, dtype=torch.float64)
-    edges = prepare_edges(torch.tensor([[0, 1, 2], [1, 2, 0]]), 3)
-    with pytest.raises(ValueError, match="backend='triton' computes in float32 and would round"):
-        fused_edge_attention(q, q, q, edges, backend="triton")
 
 
 def test_queries_without_features_are_refused_by_name() -> None:
@@ -651,11 +645,14 @@ def test_one_feature_per_head_gets_the_default_scale_one_and_a_given_scale_is_ke
     torch.testing.assert_close(reference_edge_attention(q, k, v, edges)[0], expected)
 
 
-def test_float64_with_the_triton_backend_is_refused_for_its_dtype_first(monkeypatch) -> None:
-    # installing Triton would not help a float64 input: that is the error to give
+@pytest.mark.parametrize("installed", [True, False])
+def test_float64_with_the_triton_backend_is_refused_for_its_dtype_first(
+    monkeypatch, installed: bool
+) -> None:
+    # without Triton too: installing it would not help a float64 input
     from graphattn.ops import fused
 
-    monkeypatch.setattr(fused, "_has_triton", lambda: False)
+    monkeypatch.setattr(fused, "_has_triton", lambda: installed)
     q = torch.randn(3, 2, 4, dtype=torch.float64)
     edges = prepare_edges(torch.tensor([[0, 1, 2], [1, 2, 0]]), 3)
     with pytest.raises(ValueError, match="backend='triton' computes in float32 and would round"):

@@ -227,7 +227,7 @@ def _forward_head(ops: _HeadOps, weights: Tensor, q, k, v, edge_key, edge_value,
     out = ops.spmm(weights, v)
     if edge_value is not None:
         out += ops.segment(weights.unsqueeze(1) * edge_value, "sum")
-    return out, peak + total.log(), peak  # -inf + log(0) = -inf for nodes without edges
+    return out, peak + total.log_(), peak  # -inf + log(0) = -inf for nodes without edges
 
 
 def _cpu_forward(
