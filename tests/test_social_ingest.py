@@ -142,6 +142,8 @@ def test_feature_names_in_a_set_are_refused_their_order_would_change(tmp_path):
             from_networkx(G, node_attrs=names)
     said = [
         (5, "an int: 5"),
+        (np.uint8(5), f"a uint8: {np.uint8(5)!r}"),  # not "an uint8"
+        (Ellipsis, "an ellipsis: Ellipsis"),
         (array.array("b", b"ab"), "an array: array('b', [97, 98])"),
         (frozenset({"a"}), "a frozenset: frozenset({'a'})"),
         (bytearray(b"ab"), "a bytearray: bytearray(b'ab')"),

@@ -269,7 +269,7 @@ def ordered_names(what: str, names: Sequence | None) -> list | None:
         except TypeError:
             pass
     kind_name = type(names).__name__
-    article = "an" if kind_name[0] in "aeiou" else "a"
+    article = "an" if kind_name[:1].lower() in ("a", "e", "i", "o") else "a"  # a uint8
     kind = "the string" if isinstance(names, str) else f"{article} {kind_name}:"
     raise GraphInputError(
         f"{what} must be an ordered sequence of names (a list or tuple; their order is "
