@@ -1094,3 +1094,12 @@ def test_sparse_mode_checks_the_batch_but_leaves_its_ids_to_the_modes_that_read_
         layer(x, edge_index, batch=negative[:3])
     with pytest.raises(GraphInputError, match="batch must hold graph ids >= 0"):
         layer(x, edge_index, batch=negative, mode="dense")
+
+
+def test_a_given_scale_comes_back_as_a_python_float():
+    # the fused kernel passes it to torch.sparse.sampled_addmm, which takes a Number only
+    # (a tensor scale failed there with "alpha must be Number")
+    from graphattn.ops.attention import default_scale
+
+    for scale in (2, np.float32(0.5), torch.tensor(0.5)):
+        assert type(default_scale(4, scale)) is float, type(scale)

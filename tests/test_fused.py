@@ -713,3 +713,124 @@ def test_weights_of_an_lse_that_needs_grad_take_the_memory_lean_path(monkeypatch
     monkeypatch.setattr(fused, "segment_softmax", gather_path)
     alpha = fused.edge_attention_weights(q, k, edges, lse)
     assert torch.equal(alpha, lean) and not alpha.requires_grad
+
+
+def test_ten_tied_sharp_edges_with_equal_values_give_no_query_gradient() -> None:
+    # ten weights of 0.1 sum to 1 + 2**-23 in float32: dividing delta by that sum (the
+    # rule before 14f6302) left dq 2.4e-4 where the answer is 0; two edges cannot see it
+    n = 11
+    pairs = torch.stack([torch.arange(1, n), torch.zeros(n - 1, dtype=torch.long)])
+    edges = prepare_edges(pairs, n, add_self_loops=False, cache=False)
+    q, k, v = (torch.zeros(n, 1, 4) for _ in range(3))
+    q[0, 0, 0] = 1.0
+    k[1:, 0, 0] = 2e3
+    v[1:, 0] = torch.tensor([3.0, 1.0, -2.0, 0.5])
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    out, _ = fused_edge_attention(q, k, v, edges, backend="cpu")
+    dq, dk = torch.autograd.grad(out.sum(), (q, k))
+    assert float(dq.abs().max()) < 1e-6 and float(dk.abs().max()) < 1e-6
+
+
+def test_bfloat16_scores_past_bfloat16_precision_keep_finite_gradients() -> None:
+    # the saved largest score stays float32: rounded to bfloat16 it was 161 off a score
+    # of 100,001, every weight over- or underflowed and the gradients were NaN
+    edges = prepare_edges(torch.tensor([[1, 2], [0, 0]]), 3, add_self_loops=False, cache=False)
+    q, k, v = torch.zeros(3, 1, 2), torch.zeros(3, 1, 2), torch.randn(3, 1, 2)
+    q[0, 0] = 1.0
+    k[1, 0] = torch.tensor([99840.0, 161.0])
+    k[2, 0] = torch.tensor([99840.0, 0.0])
+    low = [t.bfloat16().requires_grad_() for t in (q, k, v)]
+    full = [t.detach().float().requires_grad_() for t in low]
+    grads = []
+    for inputs in (low, full):
+        out, _ = fused_edge_attention(*inputs, edges, 1.0, backend="cpu")
+        grads.append(torch.autograd.grad(out.float().sum(), inputs))
+    for got, want in zip(*grads, strict=True):
+        assert torch.isfinite(got).all()
+        torch.testing.assert_close(got.float(), want.to(torch.bfloat16).float())
+
+
+@pytest.mark.parametrize("edge_key", [False, True], ids=["plain", "edge_key"])
+def test_autocast_leaves_the_kernel_in_float32_and_its_gradients_finite(edge_key: bool) -> None:
+    # under CPU autocast the edge-key dot products ran in bfloat16 in the forward only:
+    # the backward's float32 scores minus the saved peak overflowed, gradients were NaN
+    edges = prepare_edges(torch.tensor([[0, 1], [0, 0]]), 2, add_self_loops=False, cache=False)
+    q = torch.ones(2, 1, 1)
+    k, v = torch.zeros(2, 1, 1), torch.tensor([[[1.0]], [[2.0]]])
+    ek = torch.tensor([[[32895.0]], [[32890.0]]]) if edge_key else None
+    leaves = [t.requires_grad_() for t in (q, k, v, ek) if t is not None]
+    expected = fused_edge_attention(q, k, v, edges, 1.0, ek, None, backend="cpu")
+    want = torch.autograd.grad(expected[0].sum(), leaves)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, lse = fused_edge_attention(q, k, v, edges, 1.0, ek, None, backend="cpu")
+        weights = edge_attention_weights(q.detach(), k.detach(), edges, lse.detach(), 1.0, ek)
+    assert torch.equal(out, expected[0]) and torch.equal(lse, expected[1])
+    got = torch.autograd.grad(out.sum(), leaves)
+    for a, b in zip(got, want, strict=True):
+        assert torch.isfinite(a).all() and torch.equal(a, b)
+    exact = edge_attention_weights(q.detach(), k.detach(), edges, lse.detach(), 1.0, ek)
+    assert torch.equal(weights, exact)
+
+
+def test_the_output_may_change_in_place_before_backward_on_the_cpu_backend() -> None:
+    # the CPU backward never reads the output, and saving it refused out.mul_(2)
+    # ("modified by an inplace operation"), which the reference kernel accepts
+    edges = prepare_edges(torch.randint(0, 6, (2, 15)), 6, cache=False)
+    q, k, v = (torch.randn(6, 2, 4, requires_grad=True) for _ in range(3))
+    out, _ = fused_edge_attention(q, k, v, edges, backend="cpu")
+    out.mul_(2)
+    out.sum().backward()
+    ref, _ = reference_edge_attention(q, k, v, edges)
+    want = torch.autograd.grad(2 * ref.sum(), (q, k, v))
+    for got, expected in zip((q.grad, k.grad, v.grad), want, strict=True):
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+@interpreted
+def test_interpreted_triton_bfloat16_value_gradients_match_the_cpu_backend() -> None:
+    # the softmax's max and sum stay float32: stored in bfloat16, dv was 0.195 off the CPU
+    # backend's (of 1.65) against 0.0078. dq and dk also carry delta = dO . o rounded in
+    # bfloat16 on the Triton side, so only dv and dev are compared.
+    dtype = torch.bfloat16
+    torch.manual_seed(0)
+    edges = random_graph(**TRITON_GRAPHS["isolated"])
+    inputs = random_inputs(edges, 2, 4, True)
+    low = [(t.detach() * (4.0 if i < 2 else 1.0)).to(dtype) for i, t in enumerate(inputs)]
+    grads = {}
+    for backend in ("triton", "cpu"):
+        leaves = [t.clone().requires_grad_() for t in low]
+        out, _ = fused_edge_attention(*leaves[:3], edges, None, *leaves[3:], backend=backend)
+        grad_out = torch.linspace(-1, 1, out.numel()).view_as(out).to(dtype)
+        grads[backend] = torch.autograd.grad(out, leaves, grad_out)
+    for name, index in (("v", 2), ("edge_value", 4)):
+        got, want = (grads[backend][index].float() for backend in ("triton", "cpu"))
+        error = float((got - want).abs().max())
+        assert error <= 2e-2 * float(want.abs().max()), (name, error)
+
+
+@interpreted
+def test_interpreted_triton_forward_programs_write_only_their_own_node(monkeypatch) -> None:
+    # with 3 heads padded to 4, a store masked by the padded heads wrote into the next
+    # node's row; the interpreter runs programs in order, so only a lone program shows it
+    from graphattn.ops import triton_attention
+
+    class FirstProgramOnly:
+        def __init__(self, kernel) -> None:
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                for buffer in args[7:11]:  # out, lse, the softmax's max and sum
+                    buffer.fill_(math.nan)
+                self.kernel[(1,)](*args, **kwargs)
+
+            return launch
+
+    kernel = triton_attention._forward_kernel
+    monkeypatch.setattr(triton_attention, "_forward_kernel", FirstProgramOnly(kernel))
+    pairs = torch.tensor([[1, 2, 0], [0, 0, 1]])
+    edges = prepare_edges(pairs, 3, add_self_loops=False, cache=False)
+    q, k, v = (torch.randn(3, 3, 5) for _ in range(3))
+    out, lse, stats = triton_attention.forward(q, k, v, None, None, edges, 0.7)
+    assert not out[0].isnan().any() and not lse[0].isnan().any() and not stats[:, 0].isnan().any()
+    assert out[1:].isnan().all() and lse[1:].isnan().all() and stats[:, 1:].isnan().all()

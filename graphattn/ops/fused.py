@@ -312,14 +312,18 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
 def _cpu_forward_cast(q, k, v, edge_key, edge_value, edges, scale):
     dtype = _compute_dtype(q.dtype)
     cast = [None if t is None else t.to(dtype) for t in (q, k, v, edge_key, edge_value)]
-    out, lse, peak = _cpu_forward(*cast, edges, scale)
+    # autocast would run vecdot in half precision, and the backward (outside autocast)
+    # would recompute other scores than the saved peak: exp overflowed to NaN gradients
+    with torch.autocast(q.device.type, enabled=False):
+        out, lse, peak = _cpu_forward(*cast, edges, scale)
     return out.to(q.dtype), lse, peak
 
 
 def _cpu_backward_cast(saved, grad_out, grad_lse, edges, scale, needs) -> Grads:
     dtype = _compute_dtype(saved[0].dtype)
     cast = tuple(None if t is None else t.to(dtype) for t in saved)
-    grads = _cpu_backward(cast, grad_out.to(dtype), grad_lse.to(dtype), edges, scale, needs)
+    with torch.autocast(saved[0].device.type, enabled=False):
+        grads = _cpu_backward(cast, grad_out.to(dtype), grad_lse.to(dtype), edges, scale, needs)
     inputs = saved[:5]
     return tuple(None if g is None else g.to(x.dtype) for g, x in zip(grads, inputs, strict=True))
 
@@ -375,7 +379,8 @@ class _FusedEdgeAttention(torch.autograd.Function):
             out, lse, softmax = kernels.forward(q, k, v, edge_key, edge_value, edges, scale)
         else:  # its backward recomputes the weights from the forward's largest scores
             out, lse, softmax = _cpu_forward_cast(q, k, v, edge_key, edge_value, edges, scale)
-        ctx.save_for_backward(q, k, v, edge_key, edge_value, out, softmax)
+        kept_out = out if backend == "triton" else None  # the CPU backward never reads it
+        ctx.save_for_backward(q, k, v, edge_key, edge_value, kept_out, softmax)
         ctx.edges, ctx.scale, ctx.backend = edges, scale, backend
         return out, lse
 
@@ -466,6 +471,11 @@ def edge_attention_weights(
     scale = default_scale(q.size(-1), scale)
     if edges.num_edges == 0:
         return q.new_zeros((0, q.size(1)))
+    with torch.autocast(q.device.type, enabled=False):  # scores in the kernel's dtype
+        return _edge_weights(q, k, edge_key, edges, lse, scale)
+
+
+def _edge_weights(q, k, edge_key, edges: EdgeSet, lse: Tensor, scale: float) -> Tensor:
     src, dst = edges.edge_index
     inputs = (q, k, edge_key)  # lse's value is not used: no gradient reaches it
     needs_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in inputs)
