@@ -507,12 +507,19 @@ def test_a_node_whose_one_edge_takes_all_weight_gets_no_query_or_key_gradient() 
     assert not dq.any() and not dk.any()
 
 
+@pytest.mark.parametrize("degree", [2, 10])
 @pytest.mark.parametrize("score", [1e2, 1e3, 1e4])
-def test_tied_sharp_scores_with_equal_values_give_no_query_gradient(score: float) -> None:
+def test_tied_sharp_scores_with_equal_values_give_no_query_gradient(
+    score: float, degree: int
+) -> None:
     # the weights recomputed from lse sum to 1 + |lse| * 2**-24: a delta summed from them,
-    # undivided, gave dq = 7e-2 at scores of 1e3 and 5.3 at 1e4 where the answer is 0
-    edges = prepare_edges(torch.tensor([[1, 2], [0, 0]]), 3, cache=False)
-    q, k, v = torch.zeros(3, 1, 4), torch.zeros(3, 1, 4), torch.zeros(3, 1, 4)
+    # undivided, gave dq = 7e-2 at scores of 1e3 and 5.3 at 1e4 where the answer is 0.
+    # Ten weights of 0.1 sum to 1 + 2**-23 (two to exactly 1): delta divided by their sum
+    # (the rule before 14f6302) left dq 2.4e-4 at 1e3.
+    n = degree + 1
+    pairs = torch.stack([torch.arange(1, n), torch.zeros(degree, dtype=torch.long)])
+    edges = prepare_edges(pairs, n, cache=False)
+    q, k, v = torch.zeros(n, 1, 4), torch.zeros(n, 1, 4), torch.zeros(n, 1, 4)
     q[0, 0, 0] = 1.0
     k[1:, 0, 0] = 2 * score  # scale 1/2: both scores are `score`
     v[1:, 0] = torch.tensor([3.0, 1.0, -2.0, 0.5])
@@ -713,22 +720,6 @@ def test_weights_of_an_lse_that_needs_grad_take_the_memory_lean_path(monkeypatch
     monkeypatch.setattr(fused, "segment_softmax", gather_path)
     alpha = fused.edge_attention_weights(q, k, edges, lse)
     assert torch.equal(alpha, lean) and not alpha.requires_grad
-
-
-def test_ten_tied_sharp_edges_with_equal_values_give_no_query_gradient() -> None:
-    # ten weights of 0.1 sum to 1 + 2**-23 in float32: dividing delta by that sum (the
-    # rule before 14f6302) left dq 2.4e-4 where the answer is 0; two edges cannot see it
-    n = 11
-    pairs = torch.stack([torch.arange(1, n), torch.zeros(n - 1, dtype=torch.long)])
-    edges = prepare_edges(pairs, n, add_self_loops=False, cache=False)
-    q, k, v = (torch.zeros(n, 1, 4) for _ in range(3))
-    q[0, 0, 0] = 1.0
-    k[1:, 0, 0] = 2e3
-    v[1:, 0] = torch.tensor([3.0, 1.0, -2.0, 0.5])
-    q, k, v = (t.requires_grad_() for t in (q, k, v))
-    out, _ = fused_edge_attention(q, k, v, edges, backend="cpu")
-    dq, dk = torch.autograd.grad(out.sum(), (q, k))
-    assert float(dq.abs().max()) < 1e-6 and float(dk.abs().max()) < 1e-6
 
 
 def test_bfloat16_scores_past_bfloat16_precision_keep_finite_gradients() -> None:
