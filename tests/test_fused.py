@@ -800,6 +800,24 @@ def test_interpreted_triton_bfloat16_value_gradients_match_the_cpu_backend() -> 
 
 
 @interpreted
+def test_interpreted_triton_lse_is_nan_for_nan_scores_and_minus_inf_without_edges() -> None:
+    # "has edges" came from the softmax's sum being positive, so NaN scores gave -inf
+    # (the mark of a node without edges) where the CPU backend and the reference give NaN
+    from graphattn.ops import triton_attention
+
+    pairs = torch.tensor([[1, 2, 0], [0, 0, 1]])  # node 2 has no incoming edge
+    edges = prepare_edges(pairs, 3, add_self_loops=False, cache=False)
+    q, k, v = (torch.randn(3, 2, 4) for _ in range(3))
+    q[0, 1, 0] = math.nan  # node 0's second head
+    _, lse, _ = triton_attention.forward(q, k, v, None, None, edges, 0.5)
+    _, want = fused_edge_attention(q, k, v, edges, backend="cpu")
+    assert lse[0, 1].isnan() and want[0, 1].isnan()
+    assert lse[2].eq(-math.inf).all() and want[2].eq(-math.inf).all()
+    finite = torch.tensor([[True, False], [True, True], [False, False]])
+    torch.testing.assert_close(lse[finite], want[finite])
+
+
+@interpreted
 def test_interpreted_triton_forward_programs_write_only_their_own_node(monkeypatch) -> None:
     # with 3 heads padded to 4, a store masked by the padded heads wrote into the next
     # node's row; the interpreter runs programs in order, so only a lone program shows it

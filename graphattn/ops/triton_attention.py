@@ -121,7 +121,7 @@ if HAS_TRITON:
             acc = acc * rescale[:, None] + tl.sum(p[:, :, None] * values, axis=0)
             m = m_new
 
-        has_edges = l > 0
+        has_edges = end > start  # not l > 0: NaN scores give NaN, as the other kernels
         l_safe = tl.where(has_edges, l, 1.0)
         out = acc / l_safe[:, None]
         tl.store(out_ptr + node * row_size + offsets, out.to(out_ptr.dtype.element_ty), mask=mask)
@@ -169,7 +169,7 @@ if HAS_TRITON:
         head_live = heads < H
         peak = tl.load(peak_ptr + node * H + heads, mask=head_live, other=0.0)
         total = tl.load(total_ptr + node * H + heads, mask=head_live, other=1.0)
-        inv_total = 1.0 / tl.where(total > 0, total, 1.0)  # total is 0 without edges
+        inv_total = 1.0 / total  # read only in the loop over edges: total >= 1 there
         delta = tl.load(delta_ptr + node * H + heads, mask=head_live, other=0.0)
         start = tl.load(rowptr_ptr + node)
         end = tl.load(rowptr_ptr + node + 1)
