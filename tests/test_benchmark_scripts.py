@@ -2237,3 +2237,44 @@ def test_node_targets_keep_every_note_of_a_target_outside_its_setting(monkeypatc
     assert recorded["facebook_graphattn_defaults"] == script.DATASET_DEFAULTS.get(
         script.FACEBOOK, {}
     )
+
+
+def test_refit_validation_scores_both_ensembles_on_the_validation_part_only(data_dir, tmp_path):
+    payload = run_smoke("refit_validation", data_dir, tmp_path, "--seeds", "4")
+    assert payload["complete"] and payload["settings"]["salts"] == [12345]
+    (row,) = payload["runs"]
+    assert (row["seed"], row["salt"]) == (4, 12345)
+    assert row["difference"] == row["refit_val_rmse"] - row["early_stopped_val_rmse"]
+    assert row["refit_val_rmse"] != row["early_stopped_val_rmse"]
+    assert all(1 <= epochs <= 2 for epochs in row["best_epochs"])  # --smoke: 2 epochs
+    assert payload["summary"]["per_seed"]["n"] == 1
+    assert "Rule (below −2 SE)" in (tmp_path / "refit_validation.md").read_text()
+
+
+def test_the_inner_split_divides_the_training_part_and_leaves_the_rest_alone(monkeypatch):
+    script = import_script("refit_validation", monkeypatch)
+    split = {"train": np.arange(80), "val": np.arange(80, 90), "test": np.arange(90, 100)}
+    inner = script.inner_split(split, salt=12345, seed=3)
+    assert len(inner["inner_val"]) == 10
+    assert sorted([*inner["inner_train"], *inner["inner_val"]]) == list(range(80))
+    again = script.inner_split(split, salt=12345, seed=3)
+    assert np.array_equal(again["inner_val"], inner["inner_val"])
+    other = script.inner_split(split, salt=777, seed=3)["inner_val"]
+    assert not np.array_equal(other, inner["inner_val"])
+
+
+def test_refit_is_adopted_only_below_minus_two_standard_errors(monkeypatch):
+    script = import_script("refit_validation", monkeypatch)
+
+    def rows(differences):
+        return [
+            {"seed": s, "salt": 1, "difference": d, "early_stopped_val_rmse": 1.0,
+             "refit_val_rmse": 1.0 + d}
+            for s, d in enumerate(differences)
+        ]  # fmt: skip
+
+    clear = script.summarise(rows([-0.03, -0.02, -0.04, -0.03]))
+    assert clear["adopt_refit"] and clear["per_seed"]["refit_better"] == 4
+    noisy = script.summarise(rows([-0.10, 0.08, -0.05, 0.06]))
+    assert not noisy["adopt_refit"]
+    assert noisy["per_seed"]["mean"] == pytest.approx(-0.0025)

@@ -91,6 +91,28 @@ def test_the_train_help_states_the_split_task_mode_device_and_ensemble_defaults(
     assert ensemble in option_help("train", "--ensemble")
 
 
+@pytest.mark.parametrize(
+    ("name", "flags", "refit"),
+    [
+        ("freesolv", [], True),
+        ("freesolv", ["--no-refit"], False),
+        ("freesolv", ["--init-from", "none"], True),
+        ("esol", [], False),
+        ("esol", ["--refit"], True),
+        ("", ["--refit"], True),
+    ],
+)
+def test_refit_is_tuned_per_data_set_and_set_by_its_flags(name, flags, refit):
+    from graphattn.cli.main import _molecule_config
+    from graphattn.train.molecules import DATASET_DEFAULTS
+
+    args = build_parser().parse_args(["train", *flags])
+    assert _molecule_config(args, name).refit is refit
+    tuned = sorted(n for n, d in DATASET_DEFAULTS.items() if d.get("refit"))
+    assert tuned == ["freesolv"]
+    assert f"on for {' and '.join(tuned)}, else off)" in option_help("train", "--refit")
+
+
 @pytest.mark.parametrize("flag", MOLECULE_ONLY_FLAGS)
 def test_node_training_refuses_every_molecule_only_flag(tmp_path, capsys, flag):
     option = "--" + flag.replace("_", "-")
@@ -285,10 +307,11 @@ def test_a_csv_named_like_a_data_set_gets_the_generic_settings(tmp_path, monkeyp
         main([*args, "--no-descriptors", "--no-progress"])
     generic = MoleculeTrainConfig()
     config = seen["config"]
-    assert (config.init_from, config.ensemble, config.epochs) == (
+    assert (config.init_from, config.ensemble, config.epochs, config.refit) == (
         generic.init_from,
         generic.ensemble,
         generic.epochs,
+        generic.refit,
     )
     assert config.model == {"mode": "sparse"}
 

@@ -1092,6 +1092,7 @@ def test_splits_and_targets_the_trainer_cannot_use_are_errors(tmp_path):
         ({"batch_size": 0}, "batch_size must be at least 1, got 0"),
         ({"warmup_epochs": -1}, "warmup_epochs must be 0 or more, got -1"),
         ({"max_seconds": 0}, "max_seconds must be positive, got 0"),
+        ({"refit": "yes"}, "refit must be True or False, got 'yes'"),
         (
             {"model": {"hidden": 30, "heads": 4}},
             r"hidden must be a positive multiple of heads \(4\), got 30",
@@ -1872,3 +1873,111 @@ def test_an_empty_plain_list_clears_an_earlier_run_in_its_folder(tmp_path):
     with pytest.raises(GraphInputError, match="the data set has no data rows"):
         train_molecule_model(Molecules(), tiny_config(), run_dir=run, progress=False)
     assert sorted(path.name for path in run.iterdir()) == ["skipped.csv"]  # no old model.pt
+
+
+def refit_data(tmp_path, descriptors: bool = False) -> MoleculeCSV:
+    """40 molecules whose validation metric moves up and down (as in selection_run)."""
+    source = tmp_path / "refit.csv"
+    rows = [f"{'C' * n}{'O' * (n % 3)},{n * 0.3}" for n in range(1, 41)]
+    source.write_text("smiles,y\n" + "\n".join(rows) + "\n")
+    featurizer = MoleculeFeaturizer(descriptors=descriptors)
+    return MoleculeCSV(source, target_cols=["y"], featurizer=featurizer)
+
+
+def refit_config(**changes) -> MoleculeTrainConfig:
+    # without dropout: each validation pass draws from torch's global generator (a
+    # DataLoader's base seed), so dropout masks after it differ from a run without one
+    model = {"hidden": 16, "layers": 1, "dropout": 0.0}
+    return tiny_config(epochs=8, patience=8, lr=0.05, warmup_epochs=0, seed=3, model=model,
+                       **changes)  # fmt: skip
+
+
+def test_a_refit_retraces_early_stoppings_run_for_the_epochs_it_chose(tmp_path, monkeypatch):
+    """Refitting on the training molecules alone gives the early-stopped weights back
+    exactly: the same start, batches and schedule, stopped at the chosen epoch."""
+    import graphattn.train.molecules as trainer
+
+    dataset = refit_data(tmp_path)
+    selected = train_molecule_model(dataset, refit_config(), progress=False)
+    assert selected["best_epoch"] < selected["epochs_run"], "the best epoch must not be the last"
+    jobs = []
+    real = trainer._refit_members
+    monkeypatch.setattr(
+        trainer, "_refit_members", lambda job, *a: jobs.append(job) or real(job, *a)
+    )
+    refitted = train_molecule_model(dataset, refit_config(refit=True), progress=False)
+    assert refitted["val"] == selected["val"]  # validation scores the early-stopped model
+    assert refitted["refit"]["epochs"] == [selected["best_epoch"]]
+
+    (job,) = jobs
+    retrace = replace(job, refit_epochs=(selected["best_epoch"],))  # training molecules only
+    model, history, epochs = retrace.train_member(0, torch.device("cpu"), None, "", False)
+    assert epochs == len(history) == selected["best_epoch"]
+    for (name, a), (_, b) in zip(
+        model.state_dict().items(), selected["model"].state_dict().items(), strict=True
+    ):
+        assert torch.equal(a, b), name
+    # and the refit itself, on more molecules, ends elsewhere
+    pairs = zip(refitted["model"].state_dict().values(), model.state_dict().values(), strict=True)
+    assert not all(torch.equal(a, b) for a, b in pairs)
+
+
+def test_a_refitted_run_folder_holds_the_refitted_ensemble_and_says_so(tmp_path):
+    from graphattn.train.molecules import TargetScaler
+
+    dataset = refit_data(tmp_path, descriptors=True)
+    config = refit_config(ensemble=2, refit=True)
+    run = tmp_path / "run"
+    metrics = train_molecule_model(dataset, config, run_dir=run, progress=False)
+    selected = train_molecule_model(dataset, replace(config, refit=False), progress=False)
+    assert metrics["val"] == selected["val"] and metrics["test"] != selected["test"]
+    best = selected["best_epoch"]  # each member's
+    assert metrics["refit"]["epochs"] == best == metrics["best_epoch"]
+    assert metrics["config"]["refit"] is True
+    assert metrics["train_seconds"] >= metrics["refit"]["seconds"] > 0
+
+    # standardisations fitted on the training and validation molecules together
+    split = json.loads((run / "split.json").read_text())
+    seen = split["train"] + split["val"]
+    scaler = load_checkpoint(run)["scaler"]
+    np.testing.assert_allclose(scaler["mean"], dataset.targets[seen].double().mean(0), rtol=1e-6)
+    descriptors = torch.cat([dataset[i].mol_x for i in seen])
+    for member in metrics["model"].members:
+        torch.testing.assert_close(member.mol_mean, descriptors.mean(0))
+
+    # the saved model is the refitted one, and predictions.csv is what it predicts
+    table = list(csv.DictReader((run / "predictions.csv").read_text().splitlines()))
+    preds, _ = predict_molecules(run, [r["smiles"] for r in table])
+    assert [float(r["pred_y"]) for r in table] == pytest.approx(preds[:, 0].tolist(), rel=1e-5)
+    batch = next(iter(torch_geometric_loader([dataset[i] for i in split["test"]])))
+    with torch.no_grad():
+        expected = TargetScaler(**scaler).inverse(metrics["model"](batch))
+    np.testing.assert_allclose(preds, expected.numpy(), rtol=1e-5, atol=1e-6)
+
+    rows = json.loads((run / "history.json").read_text())["refit"]
+    assert [sum(r["member"] == m for r in rows) for m in (0, 1)] == best
+    assert all(set(r) == {"epoch", "train_loss", "member"} for r in rows)
+    assert json.loads((run / "metrics.json").read_text())["refit"] == metrics["refit"]
+
+
+def test_members_refitted_in_processes_equal_those_refitted_alone(tmp_path, capsys):
+    dataset = refit_data(tmp_path)
+    config = refit_config(ensemble=2, refit=True)
+    in_processes = train_molecule_model(dataset, replace(config, workers=2), progress=True)
+    refit_epochs = sum(in_processes["refit"]["epochs"])
+    last_bar = capsys.readouterr().err.split("\r")[-1]
+    assert "refit custom" in last_bar and f"{refit_epochs}/{refit_epochs}" in last_bar
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # what each worker process does
+    try:
+        alone = train_molecule_model(dataset, config, progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    assert in_processes["refit"]["epochs"] == alone["refit"]["epochs"]
+    assert in_processes["test"] == alone["test"]
+    pairs = zip(in_processes["model"].members, alone["model"].members, strict=True)
+    for parallel, sequential in pairs:
+        for (name, a), (_, b) in zip(
+            parallel.state_dict().items(), sequential.state_dict().items(), strict=True
+        ):
+            assert torch.equal(a, b), name

@@ -47,6 +47,7 @@ MOLECULE_ONLY_FLAGS = (
     "ensemble",
     "workers",
     "init_from",
+    "refit",
 )
 
 
@@ -191,6 +192,14 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="molecules: train N models from different initialisations and average their "
         "predictions (default: the tuned value; 3 for esol and freesolv, else 1)",
+    )
+    p.add_argument(
+        "--refit",
+        action=argparse.BooleanOptionalAction,
+        help="molecules: after early stopping, train each model again on the training and "
+        "validation molecules together for the epochs it chose; the saved model, the test "
+        "metrics and predictions.csv are the refitted ones, the validation metrics those "
+        "of the early-stopped models (default: the tuned value; on for freesolv, else off)",
     )
     p.add_argument(
         "--workers",
@@ -545,7 +554,8 @@ def _molecule_config(args: argparse.Namespace, name: str):
         settings = dataset_train_settings(name, scratch=True)
     else:
         settings = {**dataset_train_settings(name), "init_from": args.init_from}
-    settings.update(_overrides(args, ("epochs", "batch_size", "lr", "patience", "ensemble")))
+    tuned = ("epochs", "batch_size", "lr", "patience", "ensemble", "refit")
+    settings.update(_overrides(args, tuned))
     model = {**settings.pop("model", {}), "mode": args.mode, **architecture}
     config = MoleculeTrainConfig(
         seed=args.seed,
