@@ -13,14 +13,15 @@ validation part, drawn with ``numpy.random.default_rng([salt, seed])``, and the 
 * **refit**: those members refitted on both inner parts for their best epochs, with the
   target and descriptor standardisations fitted on both, exactly as the trainer does;
 
-and both are scored on the (outer) validation part, which neither has seen. The rule
+and both are scored on the (outer) validation part, which neither has seen (the test
+molecules are featurized with the data set but never indexed). The rule
 fixed before the first run: refit becomes a data set's default when the mean over seeds
 of (refit − early-stopped) validation RMSE, each seed averaged over the salts, is below
 minus twice its standard error.
 
 Writes ``refit_validation.json`` and ``refit_validation.md`` into ``--out`` and prints
-the markdown. ``--smoke`` runs 2 epochs on 150 molecules, one seed and one salt
-(meaningless figures).
+the markdown. ``--scratch`` drops the data set's pretrained start. ``--smoke`` runs 2
+epochs on 150 molecules, one seed and one salt (meaningless figures).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import argparse
 import json
 import time
 from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -46,7 +48,8 @@ from _common import (
 )
 
 from graphattn.datasets.molecules import dataset_featurizer, load_molecule_dataset
-from graphattn.models.molecule import MoleculeModelConfig
+from graphattn.errors import GraphInputError
+from graphattn.models.molecule import MoleculeModelConfig, pe_transform
 from graphattn.train.metrics import regression_metrics
 from graphattn.train.molecule_inference import TargetScaler, _predict_loader
 from graphattn.train.molecules import (
@@ -71,13 +74,43 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_common_args(parser, seeds=range(20))
     parser.add_argument("--dataset", choices=DATASETS, default="freesolv")
     parser.add_argument(
+        "--scratch",
+        action="store_true",
+        help="without the data set's pretrained start (as graphattn train --init-from none)",
+    )
+    parser.add_argument(
         "--salts",
         type=int,
         nargs="+",
         default=[12345, 777],
         help="draws of the inner validation part per seed (default: 12345 777)",
     )
+    parser.add_argument(
+        "--combine",
+        type=Path,
+        nargs="+",
+        metavar="JSON",
+        help="train nothing: summarise the runs of these refit_validation.json files "
+        "together (seeds run in separate processes) into --out",
+    )
     return parser.parse_args(argv)
+
+
+def combined(paths: list[Path]) -> dict:
+    """One payload of the runs in ``paths`` (same data set and start; seeds in order)."""
+    payloads = [json.loads(path.read_text()) for path in paths]
+    first = payloads[0]["settings"]
+    for path, payload in zip(paths, payloads, strict=True):
+        settings = payload["settings"]
+        if not payload.get("complete") or settings["dataset"] != first["dataset"]:
+            raise GraphInputError(f"{path}: an incomplete run, or of another data set")
+        if settings.get("scratch") != first.get("scratch") or settings["salts"] != first["salts"]:
+            raise GraphInputError(f"{path}: another start or other salts than {paths[0]}")
+    runs = sorted((r for p in payloads for r in p["runs"]), key=lambda r: (r["seed"], r["salt"]))
+    seeds = sorted({r["seed"] for r in runs})
+    settings = {**first, "seeds": seeds, "combined_from": [str(path) for path in paths]}
+    settings.setdefault("scratch", False)  # files written before --scratch: the default start
+    return {"settings": settings, "machine": payloads[0]["machine"], "runs": runs}
 
 
 def inner_split(split: dict, salt: int, seed: int) -> dict[str, np.ndarray]:
@@ -92,18 +125,17 @@ def validation_rmse(model, items: list, scaler: TargetScaler) -> float:
     return regression_metrics(y, pred)["rmse"]
 
 
-def compare(dataset, name: str, seed: int, salt: int, smoke: bool) -> dict:
+def compare(dataset, name: str, seed: int, salt: int, smoke: bool, scratch: bool) -> dict:
     """Early-stopped and refitted ensembles of one seed and salt, scored on ``val``."""
-    settings = {**dataset_train_settings(name), "refit": False, "workers": 1}
+    settings = {**dataset_train_settings(name, scratch=scratch), "refit": False, "workers": 1}
     if smoke:
         settings["epochs"] = SMOKE_EPOCHS
     config = MoleculeTrainConfig(seed=seed, **settings)
     split = _make_split(dataset, config)
     inner = inner_split(split, salt, seed)
-    items = [dataset[i] for i in range(len(dataset))]
-    parts = {"train": [items[i] for i in inner["inner_train"]]}
-    parts["val"] = [items[i] for i in inner["inner_val"]]
-    outer_val = [items[i] for i in split["val"]]
+    parts = {"train": [dataset[i] for i in inner["inner_train"]]}
+    parts["val"] = [dataset[i] for i in inner["inner_val"]]
+    outer_val = [dataset[i] for i in split["val"]]  # split["test"] is never indexed
     targets = {k: torch.cat([d.y for d in part]) for k, part in parts.items()}
 
     pretrained = load_pretrained_encoder(config.init_from) if config.init_from else None
@@ -116,6 +148,10 @@ def compare(dataset, name: str, seed: int, salt: int, smoke: bool) -> dict:
         mol_dim=featurizer.mol_dim,
         **{**(pretrained.architecture if pretrained else {}), **config.model},
     )
+    transform = pe_transform(model_config)
+    if transform is not None:
+        parts = {k: [transform(d.clone()) for d in part] for k, part in parts.items()}
+        outer_val = [transform(d.clone()) for d in outer_val]
     descriptors = torch.cat([d.mol_x for d in parts["train"]]) if model_config.mol_dim else None
     scaler = TargetScaler.fit(targets["train"])
     job = _MembersJob(
@@ -173,7 +209,8 @@ def summarise(rows: list[dict]) -> dict:
 def render(payload: dict) -> str:
     summary = payload["summary"]
     lines = [
-        f"# Refit after early stopping: {payload['settings']['dataset']}, validation RMSE",
+        f"# Refit after early stopping: {payload['settings']['dataset']}"
+        f"{' from scratch' if payload['settings']['scratch'] else ''}, validation RMSE",
         "",
         machine_line(payload["machine"], payload["settings"]["smoke"]),
         "",
@@ -227,6 +264,10 @@ def render(payload: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup(args)
+    if args.combine:
+        payload = combined(args.combine)
+        payload["summary"] = summarise(payload["runs"])
+        return finish(args.out, "refit_validation", payload, render)
     salts = args.salts[:1] if args.smoke else args.salts
     require_datasets([args.dataset], args.data_dir)
     dataset = load_molecule_dataset(
@@ -238,11 +279,14 @@ def main(argv: list[str] | None = None) -> int:
     payload = {
         "settings": {
             "dataset": args.dataset,
+            "scratch": args.scratch,
             "seeds": args.seeds,
             "salts": salts,
             "smoke": args.smoke,
             "threads": torch.get_num_threads(),
-            "defaults": asdict(MoleculeTrainConfig(**dataset_train_settings(args.dataset))),
+            "defaults": asdict(
+                MoleculeTrainConfig(**dataset_train_settings(args.dataset, scratch=args.scratch))
+            ),
         },
         "machine": machine_info(),
         "runs": [],
@@ -250,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     for seed in args.seeds:
         for salt in salts:
-            row = compare(dataset, args.dataset, seed, salt, args.smoke)
+            row = compare(dataset, args.dataset, seed, salt, args.smoke, args.scratch)
             payload["runs"].append(row)
             print(json.dumps(row), flush=True)
             write_outputs(args.out, "refit_validation", payload)

@@ -2240,15 +2240,17 @@ def test_node_targets_keep_every_note_of_a_target_outside_its_setting(monkeypatc
 
 
 def test_refit_validation_scores_both_ensembles_on_the_validation_part_only(data_dir, tmp_path):
-    payload = run_smoke("refit_validation", data_dir, tmp_path, "--seeds", "4")
+    payload = run_smoke("refit_validation", data_dir, tmp_path, "--seeds", "4", "--scratch")
     assert payload["complete"] and payload["settings"]["salts"] == [12345]
+    assert payload["settings"]["defaults"]["init_from"] is None  # --scratch
     (row,) = payload["runs"]
     assert (row["seed"], row["salt"]) == (4, 12345)
     assert row["difference"] == row["refit_val_rmse"] - row["early_stopped_val_rmse"]
     assert row["refit_val_rmse"] != row["early_stopped_val_rmse"]
     assert all(1 <= epochs <= 2 for epochs in row["best_epochs"])  # --smoke: 2 epochs
     assert payload["summary"]["per_seed"]["n"] == 1
-    assert "Rule (below −2 SE)" in (tmp_path / "refit_validation.md").read_text()
+    markdown = (tmp_path / "refit_validation.md").read_text()
+    assert "freesolv from scratch, validation RMSE" in markdown and "Rule (below −2 SE)" in markdown
 
 
 def test_the_inner_split_divides_the_training_part_and_leaves_the_rest_alone(monkeypatch):
@@ -2278,3 +2280,31 @@ def test_refit_is_adopted_only_below_minus_two_standard_errors(monkeypatch):
     noisy = script.summarise(rows([-0.10, 0.08, -0.05, 0.06]))
     assert not noisy["adopt_refit"]
     assert noisy["per_seed"]["mean"] == pytest.approx(-0.0025)
+
+
+def test_refit_validation_combines_the_runs_of_several_processes(tmp_path, monkeypatch):
+    script = import_script("refit_validation", monkeypatch)
+
+    def payload(seeds, complete=True):
+        runs = [
+            {"seed": s, "salt": salt, "best_epochs": [3], "early_stopped_val_rmse": 1.0,
+             "refit_val_rmse": 1.0 - 0.01 * s, "difference": -0.01 * s,
+             "early_stopped_seconds": 1.0, "refit_seconds": 1.0}
+            for s in seeds for salt in (1, 2)
+        ]  # fmt: skip
+        settings = {"dataset": "freesolv", "scratch": False, "salts": [1, 2], "smoke": False}
+        return {"settings": settings, "machine": {}, "runs": runs, "complete": complete}
+
+    paths = [tmp_path / "b.json", tmp_path / "a.json"]
+    paths[0].write_text(json.dumps(payload([3, 4])))
+    paths[1].write_text(json.dumps(payload([1, 2])))
+    monkeypatch.setattr(script, "machine_line", lambda machine, smoke: "Machine: test.")
+    assert script.main(["--combine", *map(str, paths), "--out", str(tmp_path / "out")]) == 0
+    merged = json.loads((tmp_path / "out" / "refit_validation.json").read_text())
+    assert merged["settings"]["seeds"] == [1, 2, 3, 4]
+    assert [(r["seed"], r["salt"]) for r in merged["runs"]][:3] == [(1, 1), (1, 2), (2, 1)]
+    assert merged["summary"]["per_seed"]["n"] == 4
+    assert merged["summary"]["per_seed"]["mean"] == pytest.approx(-0.025)
+    paths[1].write_text(json.dumps(payload([1, 2], complete=False)))
+    with pytest.raises(GraphInputError, match="a.json: an incomplete run"):
+        script.main(["--combine", *map(str, paths), "--out", str(tmp_path / "out")])

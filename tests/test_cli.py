@@ -96,7 +96,9 @@ def test_the_train_help_states_the_split_task_mode_device_and_ensemble_defaults(
     [
         ("freesolv", [], True),
         ("freesolv", ["--no-refit"], False),
-        ("freesolv", ["--init-from", "none"], True),
+        ("freesolv", ["--init-from", "none"], False),  # measured with the pretrained start
+        ("freesolv", ["--layers", "4"], False),  # the start does not fit: from scratch
+        ("freesolv", ["--init-from", "none", "--refit"], True),
         ("esol", [], False),
         ("esol", ["--refit"], True),
         ("", ["--refit"], True),
@@ -110,7 +112,9 @@ def test_refit_is_tuned_per_data_set_and_set_by_its_flags(name, flags, refit):
     assert _molecule_config(args, name).refit is refit
     tuned = sorted(n for n, d in DATASET_DEFAULTS.items() if d.get("refit"))
     assert tuned == ["freesolv"]
-    assert f"on for {' and '.join(tuned)}, else off)" in option_help("train", "--refit")
+    assert f"on for {' and '.join(tuned)} from its pretrained start, else off)" in (
+        option_help("train", "--refit")
+    )
 
 
 @pytest.mark.parametrize("flag", MOLECULE_ONLY_FLAGS)
@@ -125,6 +129,13 @@ def test_node_training_refuses_every_molecule_only_flag(tmp_path, capsys, flag):
         capsys.readouterr().err
     )
     assert not (tmp_path / "r").exists()
+
+
+def test_node_training_refuses_no_refit_too(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--dataset", "karate", "--no-refit", "--out", str(tmp_path / "r")])
+    assert exit_info.value.code == 2
+    assert "--refit applies to molecule training only" in capsys.readouterr().err
 
 
 def test_molecule_training_refuses_labels_per_class(tmp_path, capsys):

@@ -9,6 +9,7 @@ import re
 import resource
 from collections.abc import Callable
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -93,7 +94,7 @@ def test_metrics_count_the_held_out_copies_of_training_molecules(tmp_path, split
     source.write_text("smiles,y\n" + "".join(f"{s},{len(s)}\n" for s in spelled))
     dataset = MoleculeCSV(source, target_cols="y")
     assert len(dataset.duplicates) == 12
-    config = MoleculeTrainConfig(epochs=1, model=SMALL, split=split, seed=3)
+    config = MoleculeTrainConfig(epochs=1, model=SMALL, split=split, seed=3, refit=True)
     metrics = train_molecule_model(dataset, config, run_dir=tmp_path / "run", progress=False)
     parts = json.loads((tmp_path / "run" / "split.json").read_text())
     in_train = {dataset.smiles[i] for i in parts["train"]}
@@ -101,6 +102,10 @@ def test_metrics_count_the_held_out_copies_of_training_molecules(tmp_path, split
     assert metrics["num_also_in_train"] == expected
     written = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert written["num_also_in_train"] == expected
+    # the refitted models, which make the test metrics, trained on the validation part too
+    seen = in_train | {dataset.smiles[i] for i in parts["val"]}
+    in_refit = sum(dataset.smiles[i] in seen for i in parts["test"])
+    assert written["refit"]["num_test_also_in_train_or_val"] == in_refit >= expected["test"]
     if split == "random":
         assert sum(expected.values()) > 0  # seed 3 parts some pairs
     else:
@@ -395,6 +400,22 @@ def test_a_single_model_reports_no_spread(tmp_path):
     assert (tmp_path / "out.csv").read_text().splitlines()[0] == "smiles,pred_y,error"
 
 
+def trained_with_one_thread(dataset, config: MoleculeTrainConfig) -> dict:
+    """``train_molecule_model`` with one torch thread, as each worker process has."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return train_molecule_model(dataset, config, progress=False)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def assert_same_weights(model: torch.nn.Module, other: torch.nn.Module) -> None:
+    pairs = zip(model.state_dict().items(), other.state_dict().items(), strict=True)
+    for (name, a), (_, b) in pairs:
+        assert torch.equal(a, b), name
+
+
 def test_members_trained_in_processes_equal_those_trained_alone_with_one_thread(tmp_path, capsys):
     graph_only = MoleculeFeaturizer()  # early stopping within 6 epochs is part of the check
     dataset = MoleculeCSV(
@@ -408,20 +429,13 @@ def test_members_trained_in_processes_equal_those_trained_alone_with_one_thread(
     epochs_run = in_processes["epochs_run"]
     assert epochs_run < 3 * 6
     assert f"{epochs_run}/{epochs_run}" in capsys.readouterr().err.split("\r")[-1]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # what each worker process does
-    try:
-        alone = train_molecule_model(dataset, config, progress=False)
-    finally:
-        torch.set_num_threads(threads)
+    alone = trained_with_one_thread(dataset, config)
     assert in_processes["ensemble_size"] == 3 and in_processes["config"]["workers"] == 2
     assert in_processes["best_epoch"] == alone["best_epoch"]
-    pairs = zip(in_processes["model"].members, alone["model"].members, strict=True)
-    for parallel, sequential in pairs:
-        for (name, a), (_, b) in zip(
-            parallel.state_dict().items(), sequential.state_dict().items(), strict=True
-        ):
-            assert torch.equal(a, b), name
+    for parallel, sequential in zip(
+        in_processes["model"].members, alone["model"].members, strict=True
+    ):
+        assert_same_weights(parallel, sequential)
 
 
 def test_an_error_in_a_worker_process_reaches_the_caller(tmp_path):
@@ -688,8 +702,6 @@ def test_a_dead_worker_is_told_by_its_exit_code():
 
 def _pool_with_workers(*exitcodes):
     """A stand-in for a process pool whose workers have these exit codes (None: running)."""
-    from types import SimpleNamespace
-
     workers = {pid: SimpleNamespace(exitcode=code) for pid, code in enumerate(exitcodes)}
     return SimpleNamespace(_processes=workers)
 
@@ -698,7 +710,6 @@ def test_the_worker_reported_dead_is_not_one_the_pool_ended():
     """Once the pool sees a worker gone it terminates the others (SIGTERM): the one that
     ended first, by a kill or a crash, is the one to report."""
     import signal
-    from types import SimpleNamespace
 
     from graphattn.train.molecules import _ended_worker
 
@@ -784,11 +795,17 @@ def test_stopped_workers_leave_no_queued_member_to_wait_for(monkeypatch):
     assert multiprocessing.active_children() == []
 
 
+class FiveEpochJob(SimpleNamespace):
+    """A stand-in for ``_MembersJob`` that ``_collect_members`` can pickle."""
+
+    def epochs_of(self, member: int) -> int:
+        return self.config.epochs
+
+
 def test_a_members_error_is_raised_while_the_others_still_train():
     # the error must not wait for the other members' epochs (a minute each, or hours)
     import threading
     from concurrent.futures import Future
-    from types import SimpleNamespace
 
     from graphattn.train.molecules import _collect_members
 
@@ -805,7 +822,7 @@ def test_a_members_error_is_raised_while_the_others_still_train():
         def empty(self) -> bool:
             return True
 
-    job = SimpleNamespace(config=SimpleNamespace(ensemble=2, epochs=5), metric="rmse")
+    job = FiveEpochJob(config=SimpleNamespace(ensemble=2, epochs=5), metric="rmse")
     raised = []
 
     def collect() -> None:
@@ -1905,18 +1922,26 @@ def test_a_refit_retraces_early_stoppings_run_for_the_epochs_it_chose(tmp_path, 
     monkeypatch.setattr(
         trainer, "_refit_members", lambda job, *a: jobs.append(job) or real(job, *a)
     )
+    loader_sizes = []
+    real_loader = trainer._train_loader
+    monkeypatch.setattr(
+        trainer,
+        "_train_loader",
+        lambda items, config: loader_sizes.append(len(items)) or real_loader(items, config),
+    )
     refitted = train_molecule_model(dataset, refit_config(refit=True), progress=False)
     assert refitted["val"] == selected["val"]  # validation scores the early-stopped model
     assert refitted["refit"]["epochs"] == [selected["best_epoch"]]
+
+    # each member trains on the training molecules, then refits on those and the validation ones
+    sizes = refitted["num_molecules"]
+    assert loader_sizes == [sizes["train"], sizes["train"] + sizes["val"]]
 
     (job,) = jobs
     retrace = replace(job, refit_epochs=(selected["best_epoch"],))  # training molecules only
     model, history, epochs = retrace.train_member(0, torch.device("cpu"), None, "", False)
     assert epochs == len(history) == selected["best_epoch"]
-    for (name, a), (_, b) in zip(
-        model.state_dict().items(), selected["model"].state_dict().items(), strict=True
-    ):
-        assert torch.equal(a, b), name
+    assert_same_weights(model, selected["model"])
     # and the refit itself, on more molecules, ends elsewhere
     pairs = zip(refitted["model"].state_dict().values(), model.state_dict().values(), strict=True)
     assert not all(torch.equal(a, b) for a, b in pairs)
@@ -1967,17 +1992,35 @@ def test_members_refitted_in_processes_equal_those_refitted_alone(tmp_path, caps
     refit_epochs = sum(in_processes["refit"]["epochs"])
     last_bar = capsys.readouterr().err.split("\r")[-1]
     assert "refit custom" in last_bar and f"{refit_epochs}/{refit_epochs}" in last_bar
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # what each worker process does
-    try:
-        alone = train_molecule_model(dataset, config, progress=False)
-    finally:
-        torch.set_num_threads(threads)
+    alone = trained_with_one_thread(dataset, config)
     assert in_processes["refit"]["epochs"] == alone["refit"]["epochs"]
     assert in_processes["test"] == alone["test"]
-    pairs = zip(in_processes["model"].members, alone["model"].members, strict=True)
-    for parallel, sequential in pairs:
-        for (name, a), (_, b) in zip(
-            parallel.state_dict().items(), sequential.state_dict().items(), strict=True
-        ):
-            assert torch.equal(a, b), name
+    for parallel, sequential in zip(
+        in_processes["model"].members, alone["model"].members, strict=True
+    ):
+        assert_same_weights(parallel, sequential)
+
+
+def test_a_refit_stopped_by_max_seconds_says_so(tmp_path, monkeypatch, caplog):
+    import time as clock
+
+    import graphattn.train.molecules as trainer
+
+    dataset = refit_data(tmp_path)
+    selected = train_molecule_model(dataset, refit_config(), progress=False)
+    best = selected["best_epoch"]
+    assert best >= 3
+    real_train = trainer._Epochs.train
+    refit_size = sum(selected["num_molecules"][name] for name in ("train", "val"))
+
+    def slow_refit_epoch(self, epoch):  # 2 s per refit epoch; selection keeps its pace
+        if len(self.loader.dataset) == refit_size:
+            clock.sleep(2.0)
+        return real_train(self, epoch)
+
+    monkeypatch.setattr(trainer._Epochs, "train", slow_refit_epoch)
+    config = refit_config(refit=True, max_seconds=3.0)
+    with caplog.at_level("WARNING", logger="graphattn"):
+        metrics = train_molecule_model(dataset, config, progress=False)
+    assert metrics["best_epoch"] == best and metrics["refit"]["epochs"] == [2]
+    assert f"max_seconds=3 stopped the refit after 2 of the {best} epochs" in caplog.text

@@ -201,20 +201,23 @@ def test_changing_the_encoder_drops_the_default_encoder_with_a_warning(caplog):
     assert "init_from" not in dataset_train_settings("esol", {"layers": 4})
 
 
-def test_fine_tuning_without_dropout_goes_with_the_pretrained_start_only():
+def test_fine_tuning_without_dropout_and_the_refit_go_with_the_pretrained_start_only():
     from graphattn.models.molecule import MoleculeModelConfig
-    from graphattn.train.molecules import dataset_train_settings
+    from graphattn.train.molecules import MoleculeTrainConfig, dataset_train_settings
 
     default = dataset_train_settings("freesolv")
     assert default["init_from"] == "xtb-hydration-57k" and default["model"]["dropout"] == 0.0
+    assert default["refit"] is True
     generic = MoleculeModelConfig(atom_dim=1, bond_dim=1).dropout
-    assert generic > 0
+    assert generic > 0 and MoleculeTrainConfig().refit is False
     for scratch in (
         dataset_train_settings("freesolv", scratch=True),
         dataset_train_settings("freesolv", {"layers": 4}),  # the encoder no longer fits
     ):
         assert scratch["init_from"] is None and "dropout" not in scratch["model"]
-    assert dataset_train_settings("freesolv")["model"]["dropout"] == 0.0  # defaults unchanged
+        assert "refit" not in scratch
+    again = dataset_train_settings("freesolv")  # the defaults themselves unchanged
+    assert again["model"]["dropout"] == 0.0 and again["refit"] is True
     assert dataset_train_settings("esol", scratch=True) == dataset_train_settings("esol")
 
 

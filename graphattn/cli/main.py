@@ -199,7 +199,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         help="molecules: after early stopping, train each model again on the training and "
         "validation molecules together for the epochs it chose; the saved model, the test "
         "metrics and predictions.csv are the refitted ones, the validation metrics those "
-        "of the early-stopped models (default: the tuned value; on for freesolv, else off)",
+        "of the early-stopped models (default: the tuned value; on for freesolv from its "
+        "pretrained start, else off)",
     )
     p.add_argument(
         "--workers",
@@ -216,9 +217,9 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         help="molecules: start from this run's atom/bond encoders and attention layers "
         "(transfer learning; same featurizer needed); the head is trained from scratch. "
         "A shipped encoder's name also works (default: xtb-hydration-57k for freesolv, "
-        "fine-tuned without dropout, unless --hidden/--layers/--heads/--atom-contributions "
-        "change what it fits; a folder of that name is ./xtb-hydration); 'none': from "
-        "scratch",
+        "fine-tuned without dropout and refitted, unless "
+        "--hidden/--layers/--heads/--atom-contributions change what it fits; a folder of "
+        "that name is ./xtb-hydration); 'none': from scratch",
     )
     p.add_argument(
         "--hidden",
@@ -465,7 +466,7 @@ def _check_train_sources(parser: argparse.ArgumentParser, args: argparse.Namespa
     nodes = args.edges is not None or args.dataset in NODE_SETS
     flags, kind = (MOLECULE_ONLY_FLAGS, "molecule") if nodes else (NODE_ONLY_FLAGS, "node")
     for flag in flags:
-        if getattr(args, flag) not in (None, [], False):
+        if getattr(args, flag) != parser.get_default(flag):  # given (--no-refit too)
             parser.error(f"{_flag(flag)} applies to {kind} training only")
 
 
