@@ -1218,6 +1218,9 @@ def test_fine_tuning_runs_train_the_data_sets_defaults_with_settings_on_top(monk
     for config in configs:  # FreeSolv's defaults, one worker, and the setting given
         assert config.init_from == "xtb-hydration-57k" and config.model == {"dropout": 0.0}
         assert config.ensemble == 2 and config.workers == 1
+        assert not config.refit  # the stored prototypes predate FreeSolv's refit default
+    common.fine_tuning_runs("the data", "freesolv", [3], refit=True)
+    assert configs[-1].refit and configs[-1].init_from == "xtb-hydration-57k"
 
 
 def test_ensemble_spread_summarises_a_runs_test_predictions(tmp_path, monkeypatch, capsys):

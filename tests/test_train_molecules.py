@@ -1872,6 +1872,25 @@ def test_batch_norm_refuses_a_training_batch_of_one_atom_by_row(tmp_path):
     assert np.isfinite(metrics["train"]["rmse"])
 
 
+def test_batch_norm_checks_the_refits_molecules_before_training(tmp_path, monkeypatch):
+    # the refit trains on the validation molecules too: a one-atom one there passed the
+    # check and torch failed after early stopping, naming no molecule
+    source = tmp_path / "m.csv"
+    alcohols = "".join(f"{'C' * n}O,{n}\n" for n in range(1, 10))
+    source.write_text("smiles,y\n" + alcohols + "C,0\n")  # seed 12: row 9 alone in val
+    dataset = MoleculeCSV(source, target_cols=["y"])
+    model = {"hidden": 16, "layers": 1, "norm": "batch"}
+    config = tiny_config(batch_size=1, seed=12, refit=True, model=model)
+    from graphattn.train import molecules
+
+    with monkeypatch.context() as patch:  # refused before the first epoch
+        patch.setattr(molecules, "_fit", lambda *args, **kwargs: pytest.fail("trained"))
+        with pytest.raises(GraphInputError, match=r"only data row 9, counted from 0: C, which"):
+            train_molecule_model(dataset, config, progress=False)
+    metrics = train_molecule_model(dataset, replace(config, refit=False), progress=False)
+    assert metrics["num_molecules"]["val"] == 1 and np.isfinite(metrics["train"]["rmse"])
+
+
 def test_predictions_csv_rows_are_data_rows_when_the_first_row_is_skipped(tmp_path):
     # with the skipped row after the test molecules, index and row number coincided
     source = tmp_path / "m.csv"

@@ -550,7 +550,8 @@ def train_molecule_model(
     if model_config.mol_dim:
         _check_descriptors(parts)
     if model_config.norm == "batch":
-        _check_batch_norm(parts["train"], config.batch_size)
+        refit_items = parts["val"] if config.refit else []
+        _check_batch_norm(parts["train"] + refit_items, config.batch_size)
     train_descriptors = (
         torch.cat([d.mol_x for d in parts["train"]]) if model_config.mol_dim else None
     )
@@ -1157,7 +1158,8 @@ def _also_in_train(
 
 def _check_batch_norm(train: list, batch_size: int) -> None:
     """Batch normalisation needs two atoms in every training batch: refuse the batches of
-    one molecule of one atom (torch's error would come mid-training, without the row)."""
+    one molecule of one atom (torch's error would come mid-training, without the row).
+    ``train`` holds every molecule a batch may draw from, the refit's included."""
     if batch_size > 1 and len(train) > 1:
         return
     lone = next((d for d in train if d.num_nodes == 1), None)
