@@ -2256,6 +2256,62 @@ def test_refit_validation_scores_both_ensembles_on_the_validation_part_only(data
     assert "freesolv from scratch, validation RMSE" in markdown and "Rule (below −2 SE)" in markdown
 
 
+def test_refit_validations_compare_trains_as_the_trainer_does_and_never_reads_the_test_part(
+    tmp_path, monkeypatch
+):
+    from graphattn.datasets.molecules import MoleculeCSV
+    from graphattn.featurize.molecule import MoleculeFeaturizer
+    from graphattn.train.molecules import MoleculeTrainConfig
+
+    script = import_script("refit_validation", monkeypatch)
+    source = tmp_path / "m.csv"
+    rows = [
+        f"{'C' * n}{end},{n * 0.3 + k}" for k, end in enumerate(["O", "N"]) for n in range(1, 26)
+    ]
+    source.write_text("smiles,y\n" + "\n".join(rows) + "\n")
+
+    class Recorded(MoleculeCSV):
+        read: set[int] = set()
+
+        def __getitem__(self, index):
+            self.read.add(int(index))
+            return super().__getitem__(index)
+
+    dataset = Recorded(source, target_cols=["y"], featurizer=MoleculeFeaturizer(descriptors=True))
+    calls = {"members": [], "refit": [], "scored": []}
+    monkeypatch.setattr(script, "load_pretrained_encoder", lambda name: pytest.fail(name))
+    for name, key in (("_train_members", "members"), ("_refit_members", "refit")):
+        real = getattr(script, name)
+
+        def spy(*args, real=real, key=key, **options):
+            calls[key].append((args, result := real(*args, **options)))
+            return result
+
+        monkeypatch.setattr(script, name, spy)
+    real_score = script.validation_rmse
+    monkeypatch.setattr(
+        script,
+        "validation_rmse",
+        lambda model, items, scaler: (
+            calls["scored"].append((items, scaler)) or real_score(model, items, scaler)
+        ),
+    )
+    monkeypatch.setattr(script, "SMOKE_EPOCHS", 8)
+    row = script.compare(dataset, "freesolv", seed=2, salt=777, smoke=True, scratch=True)
+    assert min(row["best_epochs"]) < 8  # so that a refit of every epoch would show
+
+    settings = script.dataset_train_settings("freesolv", scratch=True)
+    split = script._make_split(dataset, MoleculeTrainConfig(**{**settings, "seed": 2, "epochs": 8}))
+    assert dataset.read and dataset.read.isdisjoint(split["test"].tolist())
+    (job, *_), _ = calls["members"][0]
+    assert job.train_descriptors is not None and job.pretrained is None
+    ((_, parts, _, best_epochs, *_), (_, refit_scaler, _)) = calls["refit"][0]
+    assert best_epochs == row["best_epochs"]
+    (outer, early_scaler), (outer_again, scaler), (inner, inner_scaler) = calls["scored"]
+    assert len(outer) == len(outer_again) == len(split["val"]) and inner is parts["val"]
+    assert early_scaler is inner_scaler is job.scaler and scaler is refit_scaler
+
+
 def test_the_inner_split_divides_the_training_part_and_leaves_the_rest_alone(monkeypatch):
     script = import_script("refit_validation", monkeypatch)
     split = {"train": np.arange(80), "val": np.arange(80, 90), "test": np.arange(90, 100)}
@@ -2283,6 +2339,11 @@ def test_refit_is_adopted_only_below_minus_two_standard_errors(monkeypatch):
     noisy = script.summarise(rows([-0.10, 0.08, -0.05, 0.06]))
     assert not noisy["adopt_refit"]
     assert noisy["per_seed"]["mean"] == pytest.approx(-0.0025)
+    between = script.summarise(rows([-0.03, 0.0, -0.03, 0.0]))  # -1.73 standard errors
+    assert between["per_seed"]["mean"] < -between["per_seed"]["se"]
+    assert not between["adopt_refit"]
+    tied = script.summarise(rows([-0.03, 0.0, -0.04, -0.03]))  # a tie is not "better"
+    assert tied["per_seed"]["refit_better"] == 3
 
 
 def test_refit_validation_combines_the_runs_of_several_processes(tmp_path, monkeypatch):
@@ -2310,4 +2371,9 @@ def test_refit_validation_combines_the_runs_of_several_processes(tmp_path, monke
     assert merged["summary"]["per_seed"]["mean"] == pytest.approx(-0.025)
     paths[1].write_text(json.dumps(payload([1, 2], complete=False)))
     with pytest.raises(GraphInputError, match="a.json: an incomplete run"):
+        script.main(["--combine", *map(str, paths), "--out", str(tmp_path / "out")])
+    other_salts = payload([1, 2])
+    other_salts["settings"]["salts"] = [1, 3]
+    paths[1].write_text(json.dumps(other_salts))
+    with pytest.raises(GraphInputError, match="a.json: another start or other salts than"):
         script.main(["--combine", *map(str, paths), "--out", str(tmp_path / "out")])

@@ -99,6 +99,7 @@ def test_the_train_help_states_the_split_task_mode_device_and_ensemble_defaults(
         ("freesolv", ["--init-from", "none"], False),  # measured with the pretrained start
         ("freesolv", ["--layers", "4"], False),  # the start does not fit: from scratch
         ("freesolv", ["--init-from", "none", "--refit"], True),
+        ("freesolv", ["--init-from", "xtb-hydration-57k"], True),  # the start named
         ("esol", [], False),
         ("esol", ["--refit"], True),
         ("", ["--refit"], True),

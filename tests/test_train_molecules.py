@@ -1924,22 +1924,31 @@ def refit_config(**changes) -> MoleculeTrainConfig:
     # without dropout: each validation pass draws from torch's global generator (a
     # DataLoader's base seed), so dropout masks after it differ from a run without one
     model = {"hidden": 16, "layers": 1, "dropout": 0.0}
-    return tiny_config(epochs=8, patience=8, lr=0.05, warmup_epochs=0, seed=3, model=model,
-                       **changes)  # fmt: skip
+    settings = {"epochs": 8, "patience": 8, "lr": 0.05, "warmup_epochs": 0, "seed": 3}
+    return tiny_config(**{**settings, "model": model, **changes})
 
 
-def test_a_refit_retraces_early_stoppings_run_for_the_epochs_it_chose(tmp_path, monkeypatch):
+@pytest.mark.parametrize("schedule", [{}, {"batch_size": 8, "warmup_epochs": 2}])
+def test_a_refit_retraces_early_stoppings_run_for_the_epochs_it_chose(
+    tmp_path, monkeypatch, schedule
+):
     """Refitting on the training molecules alone gives the early-stopped weights back
     exactly: the same start, batches and schedule, stopped at the chosen epoch."""
     import graphattn.train.molecules as trainer
 
     dataset = refit_data(tmp_path)
-    selected = train_molecule_model(dataset, refit_config(), progress=False)
+    selected = train_molecule_model(dataset, refit_config(**schedule), progress=False)
     assert selected["best_epoch"] < selected["epochs_run"], "the best epoch must not be the last"
-    jobs = []
+    jobs, member_jobs = [], []
     real = trainer._refit_members
     monkeypatch.setattr(
         trainer, "_refit_members", lambda job, *a: jobs.append(job) or real(job, *a)
+    )
+    real_members = trainer._train_members
+    monkeypatch.setattr(
+        trainer,
+        "_train_members",
+        lambda job, *a: member_jobs.append(job) or real_members(job, *a),
     )
     loader_sizes = []
     real_loader = trainer._train_loader
@@ -1948,7 +1957,7 @@ def test_a_refit_retraces_early_stoppings_run_for_the_epochs_it_chose(tmp_path, 
         "_train_loader",
         lambda items, config: loader_sizes.append(len(items)) or real_loader(items, config),
     )
-    refitted = train_molecule_model(dataset, refit_config(refit=True), progress=False)
+    refitted = train_molecule_model(dataset, refit_config(refit=True, **schedule), progress=False)
     assert refitted["val"] == selected["val"]  # validation scores the early-stopped model
     assert refitted["refit"]["epochs"] == [selected["best_epoch"]]
 
@@ -1957,7 +1966,11 @@ def test_a_refit_retraces_early_stoppings_run_for_the_epochs_it_chose(tmp_path, 
     assert loader_sizes == [sizes["train"], sizes["train"] + sizes["val"]]
 
     (job,) = jobs
-    retrace = replace(job, refit_epochs=(selected["best_epoch"],))  # training molecules only
+    early, refit_job = member_jobs
+    assert early is job and refit_job.refit_epochs == (selected["best_epoch"],)
+    # the refit's own job (seed, start, settings) on the training molecules alone
+    data = {"train_items": job.train_items, "train_descriptors": job.train_descriptors}
+    retrace = replace(refit_job, **data, scaler=job.scaler)
     model, history, epochs = retrace.train_member(0, torch.device("cpu"), None, "", False)
     assert epochs == len(history) == selected["best_epoch"]
     assert_same_weights(model, selected["model"])
@@ -1975,6 +1988,7 @@ def test_a_refitted_run_folder_holds_the_refitted_ensemble_and_says_so(tmp_path)
     metrics = train_molecule_model(dataset, config, run_dir=run, progress=False)
     selected = train_molecule_model(dataset, replace(config, refit=False), progress=False)
     assert metrics["val"] == selected["val"] and metrics["test"] != selected["test"]
+    assert metrics["train"] != selected["train"]  # scored with the refitted models too
     best = selected["best_epoch"]  # each member's
     assert metrics["refit"]["epochs"] == best == metrics["best_epoch"]
     assert metrics["config"]["refit"] is True
@@ -2002,6 +2016,55 @@ def test_a_refitted_run_folder_holds_the_refitted_ensemble_and_says_so(tmp_path)
     assert [sum(r["member"] == m for r in rows) for m in (0, 1)] == best
     assert all(set(r) == {"epoch", "train_loss", "member"} for r in rows)
     assert json.loads((run / "metrics.json").read_text())["refit"] == metrics["refit"]
+
+
+def test_a_classification_refit_keeps_unscaled_targets_and_a_run_without_says_nothing(
+    tmp_path,
+):
+    source = tmp_path / "c.csv"
+    rows = [f"{'C' * n}{'O' * (n % 3)},{n % 2}" for n in range(1, 41)]
+    source.write_text("smiles,active\n" + "\n".join(rows) + "\n")
+    dataset = MoleculeCSV(source, target_cols=["active"])
+    run = tmp_path / "run"
+    config = refit_config(task="classification", refit=True)
+    metrics = train_molecule_model(dataset, config, run, progress=False)
+    assert metrics["task"] == "classification" and metrics["refit"]["epochs"] == [
+        metrics["best_epoch"]
+    ]
+    assert load_checkpoint(run)["scaler"] == {"mean": [0.0], "std": [1.0]}
+    plain = tmp_path / "plain"
+    metrics = train_molecule_model(dataset, replace(config, refit=False), plain, progress=False)
+    assert "refit" not in metrics and "refit" not in json.loads(
+        (plain / "metrics.json").read_text()
+    )
+    assert "refit" not in json.loads((plain / "history.json").read_text())
+
+
+def test_the_refits_copy_count_includes_copies_in_the_validation_part():
+    from torch_geometric.data import Data
+
+    from graphattn.train.molecules import _also_in_train
+
+    def part(*smiles):
+        return [Data(smiles=s) for s in smiles]
+
+    parts = {
+        "train": part("CCO", "CCN"),
+        "val": part("c1ccccc1", "CCO"),
+        "test": part("CCO", "c1ccccc1", "CC"),
+    }
+    assert _also_in_train(parts) == {"val": 1, "test": 1}  # ethanol
+    assert _also_in_train(parts, trained_on=("train", "val")) == {"test": 2}  # and benzene
+
+
+def test_a_refit_counts_test_molecules_whose_copy_is_in_the_validation_part(tmp_path):
+    source = tmp_path / "repeated.csv"
+    rows = [f"{'C' * n}{'O' * (n % 3)},{n * 0.3}" for n in range(1, 41)]
+    source.write_text("smiles,y\n" + "\n".join([*rows, "OC,0.3"]) + "\n")  # row 40: row 0
+    config = refit_config(seed=19, refit=True)  # seed 19: row 0 in val, row 40 in test
+    metrics = train_molecule_model(MoleculeCSV(source, target_cols=["y"]), config, progress=False)
+    assert metrics["num_also_in_train"] == {"val": 0, "test": 0}
+    assert metrics["refit"]["num_test_also_in_train_or_val"] == 1
 
 
 def test_members_refitted_in_processes_equal_those_refitted_alone(tmp_path, capsys):
@@ -2042,4 +2105,7 @@ def test_a_refit_stopped_by_max_seconds_says_so(tmp_path, monkeypatch, caplog):
     with caplog.at_level("WARNING", logger="graphattn"):
         metrics = train_molecule_model(dataset, config, progress=False)
     assert metrics["best_epoch"] == best and metrics["refit"]["epochs"] == [2]
-    assert f"max_seconds=3 stopped the refit after 2 of the {best} epochs" in caplog.text
+    assert (
+        f"max_seconds=3 stopped the refit after 2 of the {best} epochs early stopping chose; "
+        "the model kept is that of epoch 2"
+    ) in caplog.text
